@@ -1,0 +1,131 @@
+// Package daemon holds the process plumbing every BoardReadyOps service shares: signal handling,
+// the structured logger, the worker identity used for leases, and the base every service builds
+// on (database pool, metrics registry, operational endpoints).
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/boardreadyops/cloud/pkg/config"
+	"github.com/boardreadyops/cloud/pkg/database"
+	"github.com/boardreadyops/cloud/pkg/opsserver"
+)
+
+// RunFunc is a service's entry point: it parses args and the environment, runs until ctx ends,
+// and shuts down gracefully.
+type RunFunc func(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error
+
+// Main runs fn with a context cancelled by SIGTERM or SIGINT and returns the exit code. A second
+// signal kills the process at once (the default action is restored after the first).
+func Main(name string, fn RunFunc) int {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	if err := fn(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		if errors.Is(err, ErrUsage) {
+			return 2
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+// ErrUsage reports a command line or configuration the user must fix; Main exits with code 2.
+var ErrUsage = errors.New("usage error")
+
+// NewLogger builds the process logger: JSON (default) or text, on w, at level.
+func NewLogger(w io.Writer, level, format, service string) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: lvl}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if format == "text" {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(h).With("service", service)
+}
+
+// WorkerID names this process in leases: hostname (the pod name in Kubernetes), pid and a random
+// suffix, so that two processes never share a lease identity, even across restarts of one pod.
+func WorkerID(service string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	id := fmt.Sprintf("%s/%s/%d/%s", service, host, os.Getpid(), hex.EncodeToString(b[:]))
+	if len(id) > 200 {
+		id = id[len(id)-200:]
+	}
+	return id
+}
+
+// Base is what every service starts with.
+type Base struct {
+	Name     string
+	Logger   *slog.Logger
+	Pool     *pgxpool.Pool
+	Registry *prometheus.Registry
+	Ops      *opsserver.Server
+	common   config.Common
+}
+
+// Start opens the pool, builds the registry (with Go runtime and process collectors) and binds
+// the operational endpoints. Readiness is the database check plus any extra checks.
+func Start(ctx context.Context, name string, common config.Common, stderr io.Writer, extraReady ...opsserver.ReadyFunc) (*Base, error) {
+	logger := NewLogger(stderr, common.LogLevel, common.LogFormat, name)
+	pool, err := database.Open(ctx, common.DatabaseURL, database.PoolOptions{
+		MaxConns: int32(common.DBMaxConns), ApplicationName: "boardreadyops-" + name,
+	})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ready := func(ctx context.Context) error {
+		if err := database.CheckReady(ctx, pool); err != nil {
+			return err
+		}
+		for _, check := range extraReady {
+			if err := check(ctx); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	ops, err := opsserver.New(common.MetricsAddr, reg, ready, logger)
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Base{Name: name, Logger: logger, Pool: pool, Registry: reg, Ops: ops, common: common}, nil
+}
+
+// ServeOps serves the operational endpoints until ctx ends.
+func (b *Base) ServeOps(ctx context.Context) error {
+	return b.Ops.Serve(ctx, b.common.ShutdownTimeout)
+}
+
+// ShutdownTimeout is the configured bound on graceful shutdown.
+func (b *Base) ShutdownTimeout() time.Duration { return b.common.ShutdownTimeout }
+
+// Close releases the pool.
+func (b *Base) Close() { b.Pool.Close() }

@@ -1,0 +1,116 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitStatus(t *testing.T, url string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var last int
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			last = resp.StatusCode
+			resp.Body.Close()
+			if last == want {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("GET %s: last status %d, want %d", url, last, want)
+}
+
+func TestRunServesAndStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		dbURL     func(tb testing.TB) string
+		wantReady int
+	}{
+		{"migrated database is ready", pgtest.NewURL, http.StatusOK},
+		{"unmigrated database is not ready", pgtest.NewEmptyURL, http.StatusServiceUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			addr := freeAddr(t)
+			env := map[string]string{"DATABASE_URL": tt.dbURL(t), "METRICS_ADDR": addr}
+			ctx, cancel := context.WithCancel(context.Background())
+			var logs syncBuffer
+			var worked sync.WaitGroup
+			worked.Add(1)
+			done := make(chan error, 1)
+			go func() {
+				done <- daemon.Run(ctx, daemon.Spec{Name: "test", Work: func(ctx context.Context, b *daemon.Base) error {
+					defer worked.Done()
+					<-ctx.Done() // a service's work drains when its context ends
+					return nil
+				}}, nil, func(k string) string { return env[k] }, &logs)
+			}()
+			waitStatus(t, "http://"+addr+"/healthz", http.StatusOK)
+			waitStatus(t, "http://"+addr+"/readyz", tt.wantReady)
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil && !errors.Is(err, context.Canceled) {
+					t.Fatalf("run: %v\n%s", err, logs.b.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("run did not stop after cancel")
+			}
+			worked.Wait()
+		})
+	}
+}
+
+func TestRunRejectsBadConfiguration(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	err := daemon.Run(context.Background(), daemon.Spec{Name: "test"}, []string{"--db-max-conns", "0"},
+		func(string) string { return "" }, &logs)
+	if !errors.Is(err, daemon.ErrUsage) {
+		t.Fatalf("error %v, want ErrUsage", err)
+	}
+	out := logs.b.String()
+	for _, want := range []string{"DATABASE_URL (or --database-url) is required", "BOARDREADYOPS_DB_MAX_CONNS 0"} {
+		if !bytes.Contains([]byte(out), []byte(want)) {
+			t.Errorf("output %q lacks %q", out, want)
+		}
+	}
+}

@@ -1,0 +1,106 @@
+package migrate_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/boardreadyops/cloud/pkg/pgtest"
+)
+
+// TestServiceRolePrivileges checks, for each service role, what it must be able to do and what it
+// must be denied. Each statement runs in its own rolled-back transaction under SET ROLE.
+func TestServiceRolePrivileges(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	const (
+		insertInbox  = `INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256) VALUES ('d-1', 'ping', '{}', sha256('x'::bytea))`
+		insertJob    = `WITH i AS (INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256) VALUES ('d-2', 'ping', '{}', sha256('x'::bytea)) RETURNING id) INSERT INTO control_plane_jobs (kind, inbox_id) SELECT 'ping', id FROM i`
+		readOutbox   = `SELECT count(*) FROM control_plane_outbox`
+		writeOutbox  = `UPDATE control_plane_outbox SET status = 'available'`
+		insertOutbox = `INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id) VALUES ('github.check_run.create', 'github.check_run.create:00000000-0000-0000-0000-000000000000', '{}', '00000000-0000-0000-0000-000000000000', 1)`
+		claimOutbox  = `SELECT * FROM boardreadyops_claim_control_plane_outbox('w', 1, '1 minute')`
+		recoverOut   = `SELECT * FROM boardreadyops_recover_control_plane_outbox_leases()`
+		outboxStats  = `SELECT * FROM boardreadyops_control_plane_outbox_stats()`
+		jobStats     = `SELECT * FROM boardreadyops_control_plane_job_stats()`
+		replayOutbox = `SELECT boardreadyops_replay_control_plane_outbox(1, 'op', 'why')`
+		resolve      = `SELECT boardreadyops_resolve_workflow_dispatch_reconciliation(1, 'op', NULL, 'evidence')`
+		claimJobs    = `SELECT * FROM boardreadyops_claim_control_plane_jobs('w', 1, '1 minute')`
+		replayJob    = `SELECT boardreadyops_replay_control_plane_job(1, 'op', 'why')`
+		enqueue      = `SELECT boardreadyops_enqueue_control_plane_outbox('github.check_run.create', gen_random_uuid(), NULL, 1, '{}')`
+		readInbox    = `SELECT count(*) FROM webhook_inbox`
+		readRuns     = `SELECT count(*) FROM release_runs`
+		writeRuns    = `UPDATE release_runs SET status = 'failed'`
+		writeInst    = `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'User')`
+		readAudit    = `SELECT count(*) FROM control_plane_audit`
+		writeAudit   = `DELETE FROM control_plane_audit`
+		sweep        = `SELECT * FROM boardreadyops_sweep_control_plane_retention('7 days')`
+		version      = `SELECT boardreadyops_schema_version()`
+	)
+	tests := []struct {
+		role    string
+		allowed []string
+		denied  []string
+	}{
+		{"boardreadyops_ingest",
+			[]string{insertInbox, insertJob, version},
+			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
+		{"boardreadyops_lifecycle",
+			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version},
+			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox}},
+		{"boardreadyops_dispatcher",
+			[]string{claimOutbox, recoverOut, outboxStats, version},
+			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep}},
+		{"boardreadyops_operator",
+			[]string{outboxStats, jobStats, version},
+			[]string{readOutbox, claimOutbox, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
+		{"boardreadyops_admin",
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox},
+			nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.role, func(t *testing.T) {
+			t.Parallel()
+			for _, stmt := range tt.allowed {
+				if err := asRole(t, pool, tt.role, stmt); isDenied(err) {
+					t.Errorf("%s denied: %s: %v", tt.role, stmt, err)
+				}
+			}
+			for _, stmt := range tt.denied {
+				if err := asRole(t, pool, tt.role, stmt); !isDenied(err) {
+					t.Errorf("%s allowed: %s (err %v)", tt.role, stmt, err)
+				}
+			}
+		})
+	}
+	// The enqueue function must be callable by lifecycle (its only write path to the outbox);
+	// here it fails on the foreign key, not on privileges.
+	if err := asRole(t, pool, "boardreadyops_lifecycle", enqueue); isDenied(err) {
+		t.Errorf("lifecycle cannot enqueue: %v", err)
+	}
+}
+
+func asRole(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}, role, stmt string) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // rollback of a test transaction
+	if _, err := tx.Exec(ctx, "SET LOCAL ROLE "+pgx.Identifier{role}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Exec(ctx, stmt)
+	return err
+}
+
+func isDenied(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42501"
+}

@@ -1,0 +1,612 @@
+package outbox_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/sqlstate"
+)
+
+func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		from     builder
+		complete func(ctx context.Context, b *bundle, id int64, worker string) error
+	}{
+		{"check run create",
+			func(t *testing.T, ctx context.Context, b *bundle) int64 {
+				return enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+			},
+			func(ctx context.Context, b *bundle, id int64, w string) error {
+				_, err := b.store.CompleteCheckRunCreate(ctx, b.pool, id, w, 99)
+				return err
+			}},
+		{"check run complete",
+			func(t *testing.T, ctx context.Context, b *bundle) int64 {
+				r := seedRun(t, ctx, b)
+				id, _, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete,
+					ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID, InstallationID: r.InstallationID,
+					Payload: map[string]any{"check_run_id": 1}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return id
+			},
+			func(ctx context.Context, b *bundle, id int64, w string) error {
+				return b.store.CompleteCheckRunComplete(ctx, b.pool, id, w)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, b := setup(t)
+			id := tt.from(t, ctx, b)
+			claimOne(t, ctx, b, "w-old", id)
+			b.clock.Advance(2 * time.Minute) // past the one-minute lease
+			rec, err := b.store.RecoverLeases(ctx, b.pool, 100)
+			if err != nil || len(rec) != 1 || rec[0].Status != outbox.StatusAvailable || rec[0].PreviousOwner != "w-old" {
+				t.Fatalf("recover: %+v, %v", rec, err)
+			}
+			claimOne(t, ctx, b, "w-new", id)
+
+			if err := tt.complete(ctx, b, id, "w-old"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+				t.Fatalf("stale completion: %v, want ErrLeaseNotHeld", err)
+			}
+			if err := tt.complete(ctx, b, id, "w-new"); err != nil {
+				t.Fatalf("owner's completion: %v", err)
+			}
+			wantStatus(t, ctx, b, id, outbox.StatusCompleted)
+		})
+	}
+}
+
+func TestStaleWorkerCannotCompleteDispatch(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	claimOne(t, ctx, b, "w-old", id)
+	// The old worker dies before starting delivery; the lease expires and another worker takes over.
+	b.clock.Advance(2 * time.Minute)
+	if _, err := b.store.RecoverLeases(ctx, b.pool, 100); err != nil {
+		t.Fatal(err)
+	}
+	claimOne(t, ctx, b, "w-new", id)
+	if _, err := b.store.StartDelivery(ctx, b.pool, id, "w-old"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("stale start: %v", err)
+	}
+	if err := b.store.CompleteWorkflowDispatch(ctx, b.pool, id, "w-old", 1); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("stale completion: %v", err)
+	}
+}
+
+func TestStartDeliveryRefusedAfterLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	claimOne(t, ctx, b, "w1", id)
+	b.clock.Advance(61 * time.Second)
+	if _, err := b.store.StartDelivery(ctx, b.pool, id, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("start after expiry: %v, want ErrLeaseNotHeld", err)
+	}
+	if e := wantStatus(t, ctx, b, id, outbox.StatusLeased); e.DeliveryStartedAt != nil {
+		t.Fatal("delivery_started_at recorded after expiry")
+	}
+}
+
+func TestLeaseExpiryRecovery(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		dispatch    bool
+		start       bool
+		maxAttempts int
+		claims      int
+		want        string
+	}{
+		{"started dispatch needs reconciliation", true, true, 10, 1, outbox.StatusReconciliationRequired},
+		{"unstarted dispatch returns to queue", true, false, 10, 1, outbox.StatusAvailable},
+		{"started check run creation returns to queue", false, true, 10, 1, outbox.StatusAvailable},
+		{"unstarted check run creation returns to queue", false, false, 10, 1, outbox.StatusAvailable},
+		{"exhausted check run creation is dead-lettered", false, true, 2, 2, outbox.StatusDeadLetter},
+		{"exhausted but started dispatch still needs reconciliation", true, true, 1, 1, outbox.StatusReconciliationRequired},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, b := setup(t)
+			r := seedRun(t, ctx, b)
+			var id int64
+			if tt.dispatch {
+				id = dispatchFor(t, ctx, b, r)
+			} else {
+				id = enqueueCreate(t, ctx, b, r)
+			}
+			if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET max_attempts = $2 WHERE id = $1`, id, tt.maxAttempts); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < tt.claims; i++ {
+				claimOne(t, ctx, b, fmt.Sprintf("w%d", i), id)
+				if tt.start {
+					if _, err := b.store.StartDelivery(ctx, b.pool, id, fmt.Sprintf("w%d", i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				// Not yet expired: recovery leaves the lease alone.
+				b.clock.Advance(59 * time.Second)
+				if rec, _ := b.store.RecoverLeases(ctx, b.pool, 100); len(rec) != 0 {
+					t.Fatalf("recovered a live lease: %+v", rec)
+				}
+				b.clock.Advance(2 * time.Second)
+				rec, err := b.store.RecoverLeases(ctx, b.pool, 100)
+				if err != nil || len(rec) != 1 {
+					t.Fatalf("recover: %+v %v", rec, err)
+				}
+			}
+			e := wantStatus(t, ctx, b, id, tt.want)
+			if e.LeaseOwner != nil || e.LeaseExpiresAt != nil {
+				t.Fatal("lease fields left set after recovery")
+			}
+			if tt.want == outbox.StatusReconciliationRequired && e.DeliveryStartedAt == nil {
+				t.Fatal("reconciliation record lost delivery_started_at")
+			}
+			if e.LastError == nil || !strings.Contains(*e.LastError, "expired") {
+				t.Fatalf("last_error %v does not explain the expiry", deref(e.LastError))
+			}
+		})
+	}
+}
+
+func TestRetryExhaustsToDeadLetter(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET max_attempts = 3 WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{outbox.StatusAvailable, outbox.StatusAvailable, outbox.StatusDeadLetter} {
+		claimOne(t, ctx, b, "w1", id)
+		got, err := b.store.Retry(ctx, b.pool, id, "w1", "502 bad gateway", b.clock.Now().Add(10*time.Second))
+		if err != nil || got != want {
+			t.Fatalf("retry %d: status %q err %v, want %q", i+1, got, err, want)
+		}
+		if want == outbox.StatusAvailable {
+			// Not due before the retry time.
+			if early, _ := b.store.Claim(ctx, b.pool, "w1", 10, time.Minute); len(early) != 0 {
+				t.Fatal("claimed before retry time")
+			}
+			b.clock.Advance(10 * time.Second)
+		}
+	}
+	e := wantStatus(t, ctx, b, id, outbox.StatusDeadLetter)
+	if e.Attempts != 3 || !strings.Contains(*e.LastError, "attempts exhausted (3 of 3)") {
+		t.Fatalf("attempts %d last error %q", e.Attempts, deref(e.LastError))
+	}
+}
+
+func TestDeferDoesNotSpendAttempts(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	for i := 0; i < 20; i++ { // far more deferrals than max_attempts
+		claimOne(t, ctx, b, "w1", id)
+		if err := b.store.Defer(ctx, b.pool, id, "w1", b.clock.Now().Add(30*time.Second), "secondary rate limit"); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(30 * time.Second)
+	}
+	if e := wantStatus(t, ctx, b, id, outbox.StatusAvailable); e.Attempts != 0 {
+		t.Fatalf("deferrals spent %d attempts", e.Attempts)
+	}
+	if err := func() error {
+		claimOne(t, ctx, b, "w1", id)
+		return b.store.Defer(ctx, b.pool, id, "w1", b.clock.Now().Add(3*time.Hour), "too far")
+	}(); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		t.Fatalf("defer 3h ahead: %v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestReplay(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := dispatchDeadLetter(t, ctx, b)
+	e, err := b.store.Replay(ctx, b.pool, id, "alice", "workflow file restored")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != outbox.StatusAvailable || e.Attempts != 0 || e.DeliveryStartedAt != nil {
+		t.Fatalf("replayed record %+v", e)
+	}
+	var operator, action, reason, from, to string
+	err = b.pool.QueryRow(ctx, `SELECT operator, action, reason, from_status, to_status FROM control_plane_audit
+		WHERE subject_type = 'outbox' AND subject_id = $1`, id).Scan(&operator, &action, &reason, &from, &to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if operator != "alice" || action != "outbox.replay" || reason != "workflow file restored" || from != "dead_letter" || to != "available" {
+		t.Fatalf("audit row %s %s %s %s %s", operator, action, reason, from, to)
+	}
+	// The replayed record is claimable again.
+	claimOne(t, ctx, b, "w9", id)
+
+	// Missing identity or reason is refused.
+	other := dispatchDeadLetter(t, ctx, b)
+	for _, args := range [][2]string{{"", "why"}, {"alice", " "}} {
+		if _, err := b.store.Replay(ctx, b.pool, other, args[0], args[1]); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+			t.Fatalf("replay %q %q: %v", args[0], args[1], err)
+		}
+	}
+}
+
+func TestReplayRefusesReconciliationWithGuidance(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := dispatchReconciliation(t, ctx, b)
+	_, err := b.store.Replay(ctx, b.pool, id, "alice", "try again")
+	if !errors.Is(err, sqlstate.ErrReconciliationRequired) {
+		t.Fatalf("replay: %v", err)
+	}
+	if hint := sqlstate.Hint(err); !strings.Contains(hint, "brops reconcile") {
+		t.Fatalf("hint %q does not say what to do instead", hint)
+	}
+	var n int
+	_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_audit`).Scan(&n)
+	if n != 0 {
+		t.Fatalf("refused replay wrote %d audit rows", n)
+	}
+}
+
+func TestResolveReconciliation(t *testing.T) {
+	t.Parallel()
+	t.Run("repair records the run and advances", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := dispatchReconciliation(t, ctx, b)
+		e := mustGet(t, ctx, b, id)
+		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 777001, "run 777001 found, run-name matches"); err != nil {
+			t.Fatal(err)
+		}
+		var runStatus, attStatus string
+		var wfRun int64
+		err := b.pool.QueryRow(ctx, `SELECT r.status, a.status, a.workflow_run_id FROM release_runs r
+			JOIN execution_attempts a ON a.release_run_id = r.id WHERE a.id = $1`, *e.ExecutionAttemptID).Scan(&runStatus, &attStatus, &wfRun)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runStatus != "running" || attStatus != "running" || wfRun != 777001 {
+			t.Fatalf("run %s attempt %s workflow run %d", runStatus, attStatus, wfRun)
+		}
+		var action string
+		var evidence json.RawMessage
+		if err := b.pool.QueryRow(ctx, `SELECT action, evidence FROM control_plane_audit WHERE subject_id = $1`, id).Scan(&action, &evidence); err != nil {
+			t.Fatal(err)
+		}
+		if action != "outbox.reconciliation.repair" || !strings.Contains(string(evidence), "777001") {
+			t.Fatalf("audit %s %s", action, evidence)
+		}
+	})
+	t.Run("supersede enqueues a fresh dispatch under a new key", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := dispatchReconciliation(t, ctx, b)
+		old := mustGet(t, ctx, b, id)
+		newID, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "alice", "no run on GitHub")
+		if err != nil {
+			t.Fatal(err)
+		}
+		closed := wantStatus(t, ctx, b, id, outbox.StatusCompleted)
+		if closed.SupersededBy == nil || *closed.SupersededBy != newID {
+			t.Fatalf("superseded_by %v, want %d", deref(closed.SupersededBy), newID)
+		}
+		fresh := wantStatus(t, ctx, b, newID, outbox.StatusAvailable)
+		if fresh.IdempotencyKey != old.IdempotencyKey+":g1" || fresh.Generation != 1 ||
+			*fresh.ExecutionAttemptID != *old.ExecutionAttemptID || string(fresh.Payload) != string(old.Payload) {
+			t.Fatalf("fresh record %+v", fresh)
+		}
+		// The fresh dispatch runs through to completion.
+		claimOne(t, ctx, b, "w5", newID)
+		if _, err := b.store.StartDelivery(ctx, b.pool, newID, "w5"); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.store.CompleteWorkflowDispatch(ctx, b.pool, newID, "w5", 31337); err != nil {
+			t.Fatal(err)
+		}
+		// A superseded record is closed for good: not replayable.
+		if _, err := b.store.Replay(ctx, b.pool, id, "alice", "oops"); !errors.Is(err, sqlstate.ErrIllegalState) {
+			t.Fatalf("replay superseded: %v", err)
+		}
+	})
+	t.Run("evidence and identity are required", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := dispatchReconciliation(t, ctx, b)
+		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, ""); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+			t.Fatalf("no evidence: %v", err)
+		}
+		if _, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "", "gone"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+			t.Fatalf("no operator: %v", err)
+		}
+		wantStatus(t, ctx, b, id, outbox.StatusReconciliationRequired)
+	})
+	t.Run("only workflow dispatches", func(t *testing.T) {
+		t.Parallel()
+		ctx, b := setup(t)
+		id := createLeased(t, ctx, b)
+		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, "x"); !errors.Is(err, sqlstate.ErrWrongEffectType) {
+			t.Fatalf("repair of a check run creation: %v", err)
+		}
+	})
+}
+
+// The seed: workflow completion requires the run and attempt to advance; otherwise nothing
+// completes and the record stays recoverable, eventually entering reconciliation.
+func TestDispatchCompletionRequiresAdvance(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := dispatchStarted(t, ctx, b)
+	e := mustGet(t, ctx, b, id)
+	// The run was cancelled meanwhile (e.g. its installation was deleted).
+	if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET status = 'cancelled', completed_at = now() WHERE id = $1`, e.ReleaseRunID); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.CompleteWorkflowDispatch(ctx, b.pool, id, "w1", 5150); !errors.Is(err, sqlstate.ErrCannotAdvance) {
+		t.Fatalf("complete: %v, want ErrCannotAdvance", err)
+	}
+	wantStatus(t, ctx, b, id, outbox.StatusLeased)
+	var n int
+	_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM execution_attempts WHERE workflow_run_id = 5150`).Scan(&n)
+	if n != 0 {
+		t.Fatal("workflow run recorded although nothing completed")
+	}
+	b.clock.Advance(2 * time.Minute)
+	if _, err := b.store.RecoverLeases(ctx, b.pool, 10); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, ctx, b, id, outbox.StatusReconciliationRequired)
+}
+
+func TestPipelineHappyPath(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	r := seedRun(t, ctx, b)
+	create := enqueueCreate(t, ctx, b, r)
+	claimOne(t, ctx, b, "w1", create)
+	if _, err := b.store.StartDelivery(ctx, b.pool, create, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	dispatch, err := b.store.CompleteCheckRunCreate(ctx, b.pool, create, "w1", 555)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := wantStatus(t, ctx, b, dispatch, outbox.StatusAvailable)
+	if d.EffectType != outbox.EffectWorkflowDispatch || d.IdempotencyKey != "github.workflow.dispatch:"+r.ID+":"+r.AttemptID {
+		t.Fatalf("dispatch %+v", d)
+	}
+	var payload map[string]any
+	if err := json.Unmarshal(d.Payload, &payload); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"release_run_id", "execution_attempt_id", "repository_full_name", "workflow_file", "ref", "head_sha"} {
+		if payload[k] == nil || payload[k] == "" {
+			t.Errorf("dispatch payload lacks %s: %s", k, d.Payload)
+		}
+	}
+	if payload["check_run_id"] != float64(555) {
+		t.Errorf("dispatch payload check_run_id %v", payload["check_run_id"])
+	}
+	claimOne(t, ctx, b, "w2", dispatch)
+	if _, err := b.store.StartDelivery(ctx, b.pool, dispatch, "w2"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.CompleteWorkflowDispatch(ctx, b.pool, dispatch, "w2", 9001); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	var checkRun int64
+	if err := b.pool.QueryRow(ctx, `SELECT status, check_run_id FROM release_runs WHERE id = $1`, r.ID).Scan(&status, &checkRun); err != nil {
+		t.Fatal(err)
+	}
+	if status != "running" || checkRun != 555 {
+		t.Fatalf("run status %s check run %d", status, checkRun)
+	}
+	// A second dispatch for the same attempt cannot exist.
+	if _, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
+		EffectType: outbox.EffectWorkflowDispatch, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+		InstallationID: r.InstallationID, Payload: map[string]any{},
+	}); err != nil || inserted {
+		t.Fatalf("duplicate dispatch enqueue: inserted %v err %v", inserted, err)
+	}
+	// The check run completion.
+	complete, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
+		EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+		InstallationID: r.InstallationID, Payload: map[string]any{"check_run_id": 555, "conclusion": "success"},
+	})
+	if err != nil || !inserted {
+		t.Fatal(err)
+	}
+	claimOne(t, ctx, b, "w3", complete)
+	if err := b.store.CompleteCheckRunComplete(ctx, b.pool, complete, "w3"); err != nil {
+		t.Fatal(err)
+	}
+	if e := wantStatus(t, ctx, b, complete, outbox.StatusCompleted); string(e.Result) != `{"check_run_id": 555}` {
+		t.Fatalf("result %s", e.Result)
+	}
+}
+
+func TestEnqueueConstraints(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	r := seedRun(t, ctx, b)
+	enqueueCreate(t, ctx, b, r)
+
+	t.Run("duplicate idempotency key inserts nothing", func(t *testing.T) {
+		id, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
+			EffectType: outbox.EffectCheckRunCreate, ReleaseRunID: r.ID, InstallationID: r.InstallationID,
+			Payload: map[string]any{"different": true},
+		})
+		if err != nil || inserted || id != 0 {
+			t.Fatalf("id %d inserted %v err %v", id, inserted, err)
+		}
+		var n int
+		_ = b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1`, r.ID).Scan(&n)
+		if n != 1 {
+			t.Fatalf("%d records", n)
+		}
+	})
+
+	tests := []struct {
+		name string
+		e    outbox.NewEffect
+	}{
+		{"oversize payload", outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+			InstallationID: r.InstallationID, Payload: map[string]string{"summary": strings.Repeat("x", 9000)}}},
+		{"payload not an object", outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+			InstallationID: r.InstallationID, Payload: []int{1, 2}}},
+		{"unknown effect type", outbox.NewEffect{EffectType: "github.issue.create", ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+			InstallationID: r.InstallationID, Payload: map[string]any{}}},
+		{"dispatch without attempt", outbox.NewEffect{EffectType: outbox.EffectWorkflowDispatch, ReleaseRunID: r.ID,
+			InstallationID: r.InstallationID, Payload: map[string]any{}}},
+		{"check run create with attempt", outbox.NewEffect{EffectType: outbox.EffectCheckRunCreate, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+			InstallationID: r.InstallationID, Payload: map[string]any{}}},
+		{"bad traceparent", outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+			InstallationID: r.InstallationID, Payload: map[string]any{}, Traceparent: "not-a-traceparent"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, _, err := b.store.Enqueue(ctx, b.pool, tt.e)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23514" {
+				t.Fatalf("error %v, want a check violation", err)
+			}
+		})
+	}
+
+	t.Run("a hand-written idempotency key is refused", func(t *testing.T) {
+		_, err := b.pool.Exec(ctx, `INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, execution_attempt_id, installation_id)
+			VALUES ('github.check_run.complete', 'my-own-key', '{}', $1, $2, $3)`, r.ID, r.AttemptID, r.InstallationID)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.ConstraintName != "control_plane_outbox_idempotency_key_check" {
+			t.Fatalf("error %v, want the idempotency key check", err)
+		}
+	})
+}
+
+func TestClaimArgumentsAreBounded(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	tests := []struct {
+		worker string
+		limit  int
+		lease  time.Duration
+	}{
+		{"", 10, time.Minute},
+		{"w", 0, time.Minute},
+		{"w", 1001, time.Minute},
+		{"w", 10, 0},
+		{"w", 10, 2 * time.Hour},
+		{strings.Repeat("w", 201), 10, time.Minute},
+	}
+	for _, tt := range tests {
+		if _, err := b.store.Claim(ctx, b.pool, tt.worker, tt.limit, tt.lease); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+			t.Errorf("claim(%q, %d, %v): %v, want ErrInvalidArgument", tt.worker, tt.limit, tt.lease, err)
+		}
+	}
+}
+
+func TestStats(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	// Two available (one of them retrying), one leased, one dead letter, one reconciliation.
+	// Leased states are built first: building one claims whatever is available.
+	retrying := dispatchLeased(t, ctx, b)
+	dispatchLeased(t, ctx, b)
+	dispatchDeadLetter(t, ctx, b)
+	dispatchReconciliation(t, ctx, b)
+	if _, err := b.store.Retry(ctx, b.pool, retrying, "w1", "503", b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	b.clock.Advance(45 * time.Second)
+
+	st, err := b.store.Stats(ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := outbox.Stats{Available: 2, Due: 2, Leased: 1, Retrying: 1, DeadLetter: 1, ReconciliationRequired: 1, OldestAvailableAgeSeconds: 45}
+	if st != want {
+		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+}
+
+// 16 concurrent claimers over 10,000 rows claim every row exactly once.
+func TestConcurrentClaimersClaimEachRowOnce(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	const rows, claimers = 10000, 16
+	r := seedRun(t, ctx, b)
+	// Many attempts of one run give many distinct check_run.complete keys cheaply.
+	_, err := b.pool.Exec(ctx, `
+		WITH a AS (
+			INSERT INTO execution_attempts (release_run_id, number)
+			SELECT $1, n FROM generate_series(2, $2 + 1) n RETURNING id
+		)
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, execution_attempt_id, installation_id, available_at)
+		SELECT 'github.check_run.complete', 'github.check_run.complete:' || $1 || ':' || a.id, '{}', $1, a.id, $3, $4 FROM a`,
+		r.ID, rows, r.InstallationID, b.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &outbox.Store{} // database time: claimers really race
+	var mu sync.Mutex
+	seen := make(map[int64]string, rows)
+	var wg sync.WaitGroup
+	errs := make(chan error, claimers)
+	for c := 0; c < claimers; c++ {
+		wg.Add(1)
+		go func(worker string) {
+			defer wg.Done()
+			for {
+				batch, err := store.Claim(ctx, b.pool, worker, 50, time.Minute)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if len(batch) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, e := range batch {
+					if prev, dup := seen[e.ID]; dup {
+						mu.Unlock()
+						errs <- fmt.Errorf("effect %d claimed by %s and %s", e.ID, prev, worker)
+						return
+					}
+					seen[e.ID] = worker
+				}
+				mu.Unlock()
+			}
+		}(fmt.Sprintf("claimer-%02d", c))
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(seen) != rows {
+		t.Fatalf("claimed %d distinct rows, want %d", len(seen), rows)
+	}
+	var leased, attempts int
+	_ = b.pool.QueryRow(ctx, `SELECT count(*), sum(attempts) FROM control_plane_outbox WHERE status = 'leased'`).Scan(&leased, &attempts)
+	if leased != rows || attempts != rows {
+		t.Fatalf("leased %d with %d attempts, want %d each", leased, attempts, rows)
+	}
+}

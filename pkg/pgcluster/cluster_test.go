@@ -1,0 +1,142 @@
+package pgcluster_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/pgcluster"
+)
+
+const childEnv = "PGCLUSTER_TEST_CHILD"
+
+// TestMain doubles as the child process of TestServerDiesWithItsParent.
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		c, err := pgcluster.Start(context.Background(), pgcluster.Options{})
+		if err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("port=%d dir=%s\n", c.Port(), c.Dir())
+		time.Sleep(time.Minute) // killed by the parent long before this
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func TestStartQueryStop(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fsync string
+	if err := conn.QueryRow(ctx, "SHOW fsync").Scan(&fsync); err != nil || fsync != "off" {
+		t.Fatalf("fsync %q %v, want off for a test cluster", fsync, err)
+	}
+	conn.Close(ctx)
+	if err := c.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
+		t.Fatalf("temporary cluster directory left behind: %v", err)
+	}
+	if err := c.Stop(); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+}
+
+func TestDurableClusterKeepsData(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// t.TempDir's parent is private (0700); a root test hands the cluster to an unprivileged user,
+	// which must be able to reach the directory.
+	dir, err := os.MkdirTemp("", "pgcluster-durable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	for i, stmt := range []string{"CREATE TABLE kept (x int); INSERT INTO kept VALUES (42)", "SELECT x FROM kept"} {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Durable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			_, err = conn.Exec(ctx, stmt)
+		} else {
+			var x int
+			err = conn.QueryRow(ctx, stmt).Scan(&x)
+			if x != 42 {
+				t.Errorf("read back %d", x)
+			}
+		}
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A test process that dies without cleanup (panic, SIGKILL, timeout) must not leave a server.
+func TestServerDiesWithItsParent(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "port=") {
+		_ = cmd.Process.Kill()
+		t.Fatalf("child: %q %v", line, err)
+	}
+	fields := strings.Fields(line)
+	port, _ := strconv.Atoi(strings.TrimPrefix(fields[0], "port="))
+	dir := strings.TrimPrefix(fields[1], "dir=")
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	if conn, err := net.Dial("tcp", addr); err != nil {
+		t.Fatalf("server not listening: %v", err)
+	} else {
+		conn.Close()
+	}
+
+	_ = cmd.Process.Kill() // SIGKILL: no deferred cleanup runs in the child
+	_ = cmd.Wait()
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			return // the server is gone
+		}
+		conn.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("postgres still accepting connections 15s after its parent was killed")
+}

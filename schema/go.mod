@@ -1,0 +1,3 @@
+module github.com/boardreadyops/cloud/schema
+
+go 1.26.0

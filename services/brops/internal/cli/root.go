@@ -1,0 +1,88 @@
+// Package cli implements brops, the operator's command line: migrations now, and inspection,
+// replay and reconciliation as they land. Every command takes --database-url (env DATABASE_URL)
+// and --output table|json.
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/boardreadyops/cloud/pkg/config"
+)
+
+// globals are the settings every command shares.
+type globals struct {
+	databaseURL string
+	output      string
+	stdin       io.Reader
+	stdout      io.Writer
+	stderr      io.Writer
+}
+
+// Execute runs brops with args and returns the process exit code: 0 success, 1 failure, 2 usage.
+func Execute(ctx context.Context, args []string, getenv config.Getenv, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	root := newRoot(g, getenv)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintf(stderr, "brops: %v\n", err)
+		var u usageError
+		if errors.As(err, &u) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// usageError marks errors the user fixes by changing the command line.
+type usageError struct{ error }
+
+func newRoot(g *globals, getenv config.Getenv) *cobra.Command {
+	root := &cobra.Command{
+		Use:           "brops",
+		Short:         "Operate BoardReadyOps Cloud: migrations, inspection, replay, reconciliation",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if g.output != "table" && g.output != "json" {
+				return usageError{fmt.Errorf("--output %q: want table or json", g.output)}
+			}
+			return nil
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", getenv("DATABASE_URL"),
+		"PostgreSQL connection URL (env DATABASE_URL)")
+	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	root.AddCommand(newMigrateCmd(g))
+	return root
+}
+
+func (g *globals) requireDatabase() error {
+	if g.databaseURL == "" {
+		return usageError{errors.New("no database: set DATABASE_URL or pass --database-url")}
+	}
+	return nil
+}
+
+// render prints v as indented JSON, or calls table with a tab-aligned writer.
+func (g *globals) render(v any, table func(w io.Writer)) error {
+	if g.output == "json" {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
+	table(tw)
+	return tw.Flush()
+}
