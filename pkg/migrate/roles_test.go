@@ -39,6 +39,7 @@ func TestServiceRolePrivileges(t *testing.T) {
 		writeAudit   = `DELETE FROM control_plane_audit`
 		sweep        = `SELECT * FROM boardreadyops_sweep_control_plane_retention('7 days')`
 		version      = `SELECT boardreadyops_schema_version()`
+		accept       = `SELECT * FROM boardreadyops_accept_webhook('d-3', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`
 	)
 	tests := []struct {
 		role    string
@@ -46,19 +47,19 @@ func TestServiceRolePrivileges(t *testing.T) {
 		denied  []string
 	}{
 		{"boardreadyops_ingest",
-			[]string{insertInbox, insertJob, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
+			[]string{accept, version},
+			[]string{insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
 		{"boardreadyops_lifecycle",
 			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox}},
+			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept}},
 		{"boardreadyops_dispatcher",
 			[]string{claimOutbox, recoverOut, outboxStats, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep}},
+			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
 			[]string{readOutbox, claimOutbox, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
 		{"boardreadyops_admin",
-			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox},
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, accept},
 			nil},
 	}
 	for _, tt := range tests {

@@ -1,17 +1,146 @@
-// Package app is the ingest service: the GitHub webhook endpoint that verifies deliveries and
-// writes inbox and job rows in one transaction. This revision serves the operational endpoints;
-// the webhook endpoint is tracked as its own issue.
+// Package app is the ingest service: the GitHub webhook endpoint. It verifies each delivery's
+// signature, normalizes it, writes the inbox row and its job in one transaction and answers 202.
+// It never calls GitHub.
 package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/services/ingest/internal/secrets"
+	"github.com/boardreadyops/cloud/services/ingest/internal/store"
+	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
+
+// Config is ingest's own configuration.
+type Config struct {
+	ListenAddr     string
+	WebhookPath    string
+	SecretFile     string
+	SecretReload   time.Duration
+	StoreTimeout   time.Duration
+	BodyBudgetMiB  int
+	ReadTimeout    time.Duration
+	MaxConnections int
+}
+
+func (c *Config) register(e *config.Env) {
+	e.String(&c.ListenAddr, "listen-addr", "LISTEN_ADDR", ":8080", "address of the webhook endpoint")
+	e.String(&c.WebhookPath, "webhook-path", "BOARDREADYOPS_WEBHOOK_PATH", "/webhook", "path of the webhook endpoint")
+	e.String(&c.SecretFile, "webhook-secret-file", "BOARDREADYOPS_WEBHOOK_SECRET_FILE", "",
+		"file with the webhook secrets, one per line (rotation: list old and new)")
+	e.Duration(&c.SecretReload, "webhook-secret-reload", "BOARDREADYOPS_WEBHOOK_SECRET_RELOAD", 30*time.Second,
+		"how often the secrets file is re-read")
+	e.Duration(&c.StoreTimeout, "store-timeout", "BOARDREADYOPS_INGEST_STORE_TIMEOUT", 5*time.Second,
+		"bound on the database write of one delivery; past it the delivery is answered 503")
+	e.Int(&c.BodyBudgetMiB, "body-budget-mib", "BOARDREADYOPS_INGEST_BODY_BUDGET_MIB", 256,
+		"request body bytes held in memory at once, across requests (MiB, at least 25)")
+	e.Duration(&c.ReadTimeout, "read-timeout", "BOARDREADYOPS_INGEST_READ_TIMEOUT", 30*time.Second,
+		"time a client has to send a whole request (slow clients are cut off)")
+	e.Int(&c.MaxConnections, "max-connections", "BOARDREADYOPS_INGEST_MAX_CONNECTIONS", 1024,
+		"concurrent client connections; further ones wait in the kernel's accept queue")
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if c.SecretFile == "" {
+		errs = append(errs, errors.New("BOARDREADYOPS_WEBHOOK_SECRET_FILE (or --webhook-secret-file) is required"))
+	}
+	if !strings.HasPrefix(c.WebhookPath, "/") {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_WEBHOOK_PATH %q must start with /", c.WebhookPath))
+	}
+	if c.StoreTimeout <= 0 || c.StoreTimeout > 9*time.Second {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_INGEST_STORE_TIMEOUT %v: want more than 0 and at most 9s (GitHub waits 10s)", c.StoreTimeout))
+	}
+	if c.BodyBudgetMiB < 25 {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_INGEST_BODY_BUDGET_MIB %d: want at least 25 (one maximal delivery)", c.BodyBudgetMiB))
+	}
+	if c.SecretReload < time.Second {
+		errs = append(errs, errors.New("BOARDREADYOPS_WEBHOOK_SECRET_RELOAD must be at least 1s"))
+	}
+	if c.ReadTimeout < time.Second {
+		errs = append(errs, errors.New("BOARDREADYOPS_INGEST_READ_TIMEOUT must be at least 1s"))
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, errors.New("BOARDREADYOPS_INGEST_MAX_CONNECTIONS must be positive"))
+	}
+	return errors.Join(errs...)
+}
 
 // Run runs the ingest service until ctx ends.
 func Run(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
-	return daemon.Run(ctx, daemon.Spec{Name: "ingest"}, args, getenv, stderr)
+	var c Config
+	return daemon.Run(ctx, daemon.Spec{
+		Name:     "ingest",
+		Flags:    c.register,
+		Validate: c.validate,
+		Work:     func(ctx context.Context, b *daemon.Base) error { return serve(ctx, b, c) },
+	}, args, getenv, stderr)
+}
+
+func serve(ctx context.Context, b *daemon.Base, c Config) error {
+	sec, err := secrets.Load(c.SecretFile)
+	if err != nil {
+		return err
+	}
+	reloadErrors := promauto.With(b.Registry).NewCounter(prometheus.CounterOpts{
+		Name: "boardreadyops_ingest_secret_reload_errors_total",
+		Help: "Failed re-reads of the webhook secrets file (the previous secrets stay in use).",
+	})
+	go sec.Watch(ctx, c.SecretReload, b.Logger, reloadErrors.Inc)
+
+	tp := telemetry.NewTracerProvider()
+	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
+
+	handler := webhook.NewHandler(webhook.Options{
+		Secrets:      sec.Secrets,
+		Store:        &store.Store{DB: b.Pool},
+		Metrics:      webhook.NewMetrics(b.Registry),
+		Tracer:       tp.Tracer("github.com/boardreadyops/cloud/services/ingest"),
+		Logger:       b.Logger,
+		StoreTimeout: c.StoreTimeout,
+		BodyBudget:   int64(c.BodyBudgetMiB) << 20,
+	})
+	mux := http.NewServeMux()
+	mux.Handle(c.WebhookPath, handler)
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.ReadTimeout + c.StoreTimeout + 5*time.Second,
+		IdleTimeout:       90 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+	l, err := net.Listen("tcp", c.ListenAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", c.ListenAddr, err)
+	}
+	l = limitListener(l, c.MaxConnections)
+	b.Logger.Info("webhook endpoint listening", "addr", l.Addr().String(), "path", c.WebhookPath, "secrets", sec.Count())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve webhooks: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), b.ShutdownTimeout())
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down webhook endpoint: %w", err)
+	}
+	return nil
 }

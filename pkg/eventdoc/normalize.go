@@ -1,0 +1,317 @@
+package eventdoc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrMalformed means the payload is not a well-formed delivery of its event: not a JSON object,
+// or lacking a field the control plane needs.
+var ErrMalformed = errors.New("malformed payload")
+
+// The raw shapes, with only the fields read. encoding/json ignores everything else.
+type (
+	rawAccount struct {
+		Login string `json:"login"`
+		Type  string `json:"type"`
+	}
+	rawInstallation struct {
+		ID                  int64      `json:"id"`
+		Account             rawAccount `json:"account"`
+		AppID               int64      `json:"app_id"`
+		RepositorySelection string     `json:"repository_selection"`
+	}
+	rawRepository struct {
+		ID            int64      `json:"id"`
+		Name          string     `json:"name"`
+		FullName      string     `json:"full_name"`
+		DefaultBranch string     `json:"default_branch"`
+		Archived      bool       `json:"archived"`
+		Owner         rawAccount `json:"owner"`
+	}
+	rawRepositoryRef struct {
+		ID       int64  `json:"id"`
+		FullName string `json:"full_name"`
+	}
+	rawFrom struct {
+		From string `json:"from"`
+	}
+	rawChanges struct {
+		Repository *struct {
+			Name *rawFrom `json:"name"`
+		} `json:"repository"`
+		DefaultBranch *rawFrom `json:"default_branch"`
+		Owner         *struct {
+			From struct {
+				User         *rawAccount `json:"user"`
+				Organization *rawAccount `json:"organization"`
+			} `json:"from"`
+		} `json:"owner"`
+	}
+	rawCheckRun struct {
+		ID         int64  `json:"id"`
+		ExternalID string `json:"external_id"`
+		HeadSHA    string `json:"head_sha"`
+		Name       string `json:"name"`
+		Status     string `json:"status"`
+		Conclusion string `json:"conclusion"`
+		App        struct {
+			ID int64 `json:"id"`
+		} `json:"app"`
+	}
+	rawWorkflowRun struct {
+		ID           int64  `json:"id"`
+		RunAttempt   int    `json:"run_attempt"`
+		Status       string `json:"status"`
+		Conclusion   string `json:"conclusion"`
+		Path         string `json:"path"`
+		HeadSHA      string `json:"head_sha"`
+		HeadBranch   string `json:"head_branch"`
+		Event        string `json:"event"`
+		Name         string `json:"name"`
+		DisplayTitle string `json:"display_title"`
+		HTMLURL      string `json:"html_url"`
+	}
+	rawPayload struct {
+		Action              string             `json:"action"`
+		Installation        *rawInstallation   `json:"installation"`
+		Repository          *rawRepository     `json:"repository"`
+		Repositories        []rawRepositoryRef `json:"repositories"`
+		RepositoriesAdded   []rawRepositoryRef `json:"repositories_added"`
+		RepositoriesRemoved []rawRepositoryRef `json:"repositories_removed"`
+		RepositorySelection string             `json:"repository_selection"`
+		Changes             *rawChanges        `json:"changes"`
+		// push
+		Ref     string `json:"ref"`
+		Before  string `json:"before"`
+		After   string `json:"after"`
+		Created bool   `json:"created"`
+		Deleted bool   `json:"deleted"`
+		Forced  bool   `json:"forced"`
+
+		CheckRun    *rawCheckRun    `json:"check_run"`
+		WorkflowRun *rawWorkflowRun `json:"workflow_run"`
+		// ping
+		HookID int64 `json:"hook_id"`
+		Hook   *struct {
+			AppID int64 `json:"app_id"`
+		} `json:"hook"`
+	}
+)
+
+var (
+	shaPattern    = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
+	actionPattern = regexp.MustCompile(`^[a-z_]{1,64}$`)
+)
+
+// Field length bounds (bytes).
+const (
+	maxName   = 255
+	maxRef    = 512
+	maxURL    = 1024
+	maxTitle  = 512
+	maxStatus = 64
+)
+
+// Normalize parses a handled event's JSON payload into its document. The event must be one of
+// HandledEvents.
+func Normalize(event string, payload []byte) (Document, error) {
+	if !Handled(event) {
+		return Document{}, fmt.Errorf("%w: event %q is not handled", ErrMalformed, event)
+	}
+	trimmed := bytes.TrimLeft(payload, " \t\r\n")
+	if len(trimmed) == 0 || trimmed[0] != '{' {
+		return Document{}, fmt.Errorf("%w: payload is not a JSON object", ErrMalformed)
+	}
+	var raw rawPayload
+	if err := json.Unmarshal(payload, &raw); err != nil {
+		return Document{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if raw.Action != "" && !actionPattern.MatchString(raw.Action) {
+		return Document{}, fmt.Errorf("%w: action %q", ErrMalformed, cut(raw.Action, 64))
+	}
+	doc := Document{Event: event, Action: raw.Action}
+	if raw.Installation != nil {
+		doc.InstallationID = raw.Installation.ID
+	}
+	if event != EventPing && doc.InstallationID <= 0 {
+		return Document{}, fmt.Errorf("%w: %s delivery without installation id (not sent to a GitHub App?)", ErrMalformed, event)
+	}
+	if raw.Repository != nil {
+		doc.Repository = &Repository{
+			ID: raw.Repository.ID, FullName: cut(raw.Repository.FullName, maxName), Name: cut(raw.Repository.Name, maxName),
+			DefaultBranch: cut(raw.Repository.DefaultBranch, maxName), Archived: raw.Repository.Archived,
+		}
+	}
+	var err error
+	switch event {
+	case EventInstallation:
+		err = normalizeInstallation(&doc, &raw)
+	case EventInstallationRepositories:
+		err = normalizeInstallationRepositories(&doc, &raw)
+	case EventRepository:
+		err = normalizeRepository(&doc, &raw)
+	case EventPush:
+		err = normalizePush(&doc, &raw)
+	case EventCheckRun:
+		err = normalizeCheckRun(&doc, &raw)
+	case EventWorkflowRun:
+		err = normalizeWorkflowRun(&doc, &raw)
+	case EventPing:
+		doc.Ping = &Ping{HookID: raw.HookID}
+		if raw.Hook != nil {
+			doc.Ping.AppID = raw.Hook.AppID
+		}
+	}
+	if err != nil {
+		return Document{}, err
+	}
+	return doc, nil
+}
+
+func installationOf(raw *rawPayload) *Installation {
+	in := raw.Installation
+	return &Installation{ID: in.ID, AccountLogin: cut(in.Account.Login, maxName), AccountType: cut(in.Account.Type, maxStatus), AppID: in.AppID}
+}
+
+func normalizeInstallation(doc *Document, raw *rawPayload) error {
+	doc.Installation = installationOf(raw)
+	if doc.Action == "created" && doc.Installation.AccountLogin == "" {
+		return fmt.Errorf("%w: installation created without account login", ErrMalformed)
+	}
+	doc.RepositorySelection = cut(raw.Installation.RepositorySelection, maxStatus)
+	var truncated bool
+	doc.Repositories, truncated = refs(raw.Repositories)
+	doc.RepositoriesTruncated = truncated
+	return nil
+}
+
+func normalizeInstallationRepositories(doc *Document, raw *rawPayload) error {
+	doc.Installation = installationOf(raw)
+	doc.RepositorySelection = cut(raw.RepositorySelection, maxStatus)
+	var t1, t2 bool
+	doc.RepositoriesAdded, t1 = refs(raw.RepositoriesAdded)
+	doc.RepositoriesRemoved, t2 = refs(raw.RepositoriesRemoved)
+	doc.RepositoriesTruncated = t1 || t2
+	return nil
+}
+
+func normalizeRepository(doc *Document, raw *rawPayload) error {
+	if err := requireRepository(doc); err != nil {
+		return err
+	}
+	if c := raw.Changes; c != nil {
+		ch := &RepositoryChanges{}
+		if c.Repository != nil && c.Repository.Name != nil {
+			ch.NameFrom = cut(c.Repository.Name.From, maxName)
+		}
+		if c.DefaultBranch != nil {
+			ch.DefaultBranchFrom = cut(c.DefaultBranch.From, maxName)
+		}
+		if c.Owner != nil {
+			if u := c.Owner.From.User; u != nil {
+				ch.OwnerFrom = cut(u.Login, maxName)
+			} else if o := c.Owner.From.Organization; o != nil {
+				ch.OwnerFrom = cut(o.Login, maxName)
+			}
+		}
+		if *ch != (RepositoryChanges{}) {
+			doc.Changes = ch
+		}
+	}
+	return nil
+}
+
+func normalizePush(doc *Document, raw *rawPayload) error {
+	if err := requireRepository(doc); err != nil {
+		return err
+	}
+	if raw.Ref == "" || len(raw.Ref) > maxRef {
+		return fmt.Errorf("%w: push without a valid ref", ErrMalformed)
+	}
+	if !shaPattern.MatchString(raw.After) {
+		return fmt.Errorf("%w: push with invalid after SHA", ErrMalformed)
+	}
+	doc.Push = &Push{Ref: raw.Ref, Before: cut(raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
+	return nil
+}
+
+func normalizeCheckRun(doc *Document, raw *rawPayload) error {
+	if err := requireRepository(doc); err != nil {
+		return err
+	}
+	cr := raw.CheckRun
+	if cr == nil || cr.ID <= 0 {
+		return fmt.Errorf("%w: check_run without id", ErrMalformed)
+	}
+	doc.CheckRun = &CheckRun{
+		ID: cr.ID, ExternalID: cut(cr.ExternalID, maxName), AppID: cr.App.ID, HeadSHA: cut(cr.HeadSHA, 64),
+		Name: cut(cr.Name, maxName), Status: cut(cr.Status, maxStatus), Conclusion: cut(cr.Conclusion, maxStatus),
+	}
+	return nil
+}
+
+func normalizeWorkflowRun(doc *Document, raw *rawPayload) error {
+	if err := requireRepository(doc); err != nil {
+		return err
+	}
+	wr := raw.WorkflowRun
+	if wr == nil || wr.ID <= 0 {
+		return fmt.Errorf("%w: workflow_run without id", ErrMalformed)
+	}
+	doc.WorkflowRun = &WorkflowRun{
+		ID: wr.ID, RunAttempt: wr.RunAttempt, Status: cut(wr.Status, maxStatus), Conclusion: cut(wr.Conclusion, maxStatus),
+		Path: cut(wr.Path, maxRef), HeadSHA: cut(wr.HeadSHA, 64), HeadBranch: cut(wr.HeadBranch, maxRef),
+		Event: cut(wr.Event, maxStatus), Name: cut(wr.Name, maxTitle), DisplayTitle: cut(wr.DisplayTitle, maxTitle),
+		HTMLURL: cut(wr.HTMLURL, maxURL),
+	}
+	return nil
+}
+
+func requireRepository(doc *Document) error {
+	if doc.Repository == nil || doc.Repository.ID <= 0 || doc.Repository.FullName == "" {
+		return fmt.Errorf("%w: %s delivery without repository id and full name", ErrMalformed, doc.Event)
+	}
+	return nil
+}
+
+func refs(in []rawRepositoryRef) ([]RepositoryRef, bool) {
+	truncated := len(in) > MaxRepositories
+	if truncated {
+		in = in[:MaxRepositories]
+	}
+	if len(in) == 0 {
+		return nil, false
+	}
+	out := make([]RepositoryRef, 0, len(in))
+	for _, r := range in {
+		if r.ID <= 0 {
+			continue
+		}
+		out = append(out, RepositoryRef{ID: r.ID, FullName: cut(r.FullName, maxName)})
+	}
+	return out, truncated
+}
+
+// cut bounds s to at most n bytes without splitting a UTF-8 sequence, replaces invalid UTF-8 and
+// drops NUL characters, which PostgreSQL's jsonb refuses.
+func cut(s string, n int) string {
+	if !utf8.ValidString(s) {
+		s = string([]rune(s)) // replaces invalid bytes with U+FFFD
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		s = strings.ReplaceAll(s, "\x00", "")
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

@@ -1,0 +1,58 @@
+// Package telemetry sets up tracing and carries W3C trace context through the database: the
+// traceparent stored on inbox, job and outbox rows joins the spans of one delivery across the
+// three services and any delay.
+//
+// Every service gets a real SDK tracer provider, so span and trace ids are always valid and always
+// stored; spans are exported only when an exporter is configured (the OTEL_* environment), and are
+// otherwise dropped at the end of each span.
+package telemetry
+
+import (
+	"context"
+	"regexp"
+
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// NewTracerProvider returns a provider that samples what its parent sampled and everything that
+// starts a trace, with the given span processors (none: ids only, nothing exported).
+func NewTracerProvider(processors ...sdktrace.SpanProcessor) *sdktrace.TracerProvider {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample()))}
+	for _, p := range processors {
+		opts = append(opts, sdktrace.WithSpanProcessor(p))
+	}
+	return sdktrace.NewTracerProvider(opts...)
+}
+
+var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
+
+// Traceparent renders ctx's span context as a W3C traceparent, or "" when ctx has no valid span.
+func Traceparent(ctx context.Context) string {
+	carrier := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, carrier)
+	tp := carrier.Get("traceparent")
+	if !traceparentPattern.MatchString(tp) {
+		return ""
+	}
+	return tp
+}
+
+// ContextWithTraceparent returns ctx carrying the remote span context of traceparent, so spans
+// started from it continue that trace. An empty or invalid traceparent returns ctx unchanged.
+func ContextWithTraceparent(ctx context.Context, traceparent string) context.Context {
+	if traceparent == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": traceparent})
+}
+
+// TraceID returns ctx's trace id for logs, or "".
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
+}

@@ -1,0 +1,232 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/migrate"
+	"github.com/boardreadyops/cloud/pkg/pgcluster"
+	"github.com/boardreadyops/cloud/services/ingest/internal/app"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type ingest struct {
+	url, metrics string
+	secret       []byte
+	logs         *syncBuffer
+}
+
+// start runs the real service (config parsing, secrets file, pool, servers) against dbURL.
+func start(t *testing.T, dbURL string) *ingest {
+	t.Helper()
+	dir := t.TempDir()
+	secret := []byte(fmt.Sprintf("generated-%d", time.Now().UnixNano()))
+	secretFile := filepath.Join(dir, "secrets")
+	if err := os.WriteFile(secretFile, append([]byte("retired-secret\n"), secret...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in := &ingest{url: "http://" + freeAddr(t) + "/webhook", metrics: freeAddr(t), secret: secret, logs: &syncBuffer{}}
+	env := map[string]string{
+		"DATABASE_URL": dbURL, "METRICS_ADDR": in.metrics, "LISTEN_ADDR": strings.TrimSuffix(strings.TrimPrefix(in.url, "http://"), "/webhook"),
+		"BOARDREADYOPS_WEBHOOK_SECRET_FILE": secretFile, "BOARDREADYOPS_INGEST_STORE_TIMEOUT": "2s",
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, nil, func(k string) string { return env[k] }, in.logs) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("run: %v\n%s", err, in.logs)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("ingest did not stop")
+		}
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get("http://" + in.metrics + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if c, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(in.url, "http://"), "/webhook")); err == nil {
+				c.Close()
+				return in
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ingest did not start:\n%s", in.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (in *ingest) ping(t *testing.T, delivery string) (int, string) {
+	t.Helper()
+	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"app_id":7}}`)
+	r, _ := http.NewRequest(http.MethodPost, in.url, bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	r.Header.Set("X-GitHub-Event", "ping")
+	r.Header.Set("X-GitHub-Delivery", delivery)
+	r.Header.Set("X-Hub-Signature-256", hubsig.Sign(in.secret, body))
+	resp, err := http.DefaultClient.Do(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After")
+}
+
+func TestDatabaseOutageAnswers503AndRecovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "ingest-outage-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	dbURL := cluster.URL("postgres")
+	r, err := migrate.Open(dbURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+
+	in := start(t, dbURL)
+	if status, _ := in.ping(t, "before-outage"); status != http.StatusAccepted {
+		t.Fatalf("before outage: %d\n%s", status, in.logs)
+	}
+
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	status, retry := in.ping(t, "during-outage")
+	if status != http.StatusServiceUnavailable || retry == "" {
+		t.Fatalf("during outage: %d Retry-After %q", status, retry)
+	}
+	if resp, err := http.Get("http://" + in.metrics + "/readyz"); err != nil || resp.StatusCode != 503 {
+		t.Fatalf("readyz during outage: %v %v", resp, err)
+	}
+
+	restarted, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: cluster.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = restarted.Stop() })
+	// No restart of ingest: the pool reconnects.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		status, _ = in.ping(t, "during-outage") // GitHub's redelivery of the refused delivery
+		if status == http.StatusAccepted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no recovery: last status %d\n%s", status, in.logs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var inbox, jobs int
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM control_plane_jobs)`).Scan(&inbox, &jobs); err != nil {
+		t.Fatal(err)
+	}
+	if inbox != 2 || jobs != 2 {
+		t.Fatalf("%d inbox rows and %d jobs, want 2 and 2 (nothing half-written, nothing lost)", inbox, jobs)
+	}
+}
+
+func TestSlowClientIsCutOff(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "ingest-slow-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	// The database is never reached; a URL is enough.
+	in := start(t, "postgres://postgres@127.0.0.1:1/none?sslmode=disable")
+	conn, err := net.Dial("tcp", strings.TrimSuffix(strings.TrimPrefix(in.url, "http://"), "/webhook"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// Half a request line, then nothing: the server must close the connection (header timeout).
+	if _, err := conn.Write([]byte("POST /webhook HTTP/1.1\r\nHost: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(conn)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatal("server kept a slow client's connection open for 15s")
+		}
+	}
+	if waited := time.Since(start); waited > 10*time.Second {
+		t.Fatalf("connection closed only after %v", waited)
+	}
+}
+
+func TestConfigurationErrors(t *testing.T) {
+	t.Parallel()
+	var logs syncBuffer
+	err := app.Run(context.Background(), nil, func(k string) string {
+		return map[string]string{"DATABASE_URL": "postgres://x/y", "BOARDREADYOPS_WEBHOOK_PATH": "webhook", "BOARDREADYOPS_INGEST_STORE_TIMEOUT": "20s"}[k]
+	}, &logs)
+	if err == nil {
+		t.Fatal("bad configuration accepted")
+	}
+	for _, want := range []string{"BOARDREADYOPS_WEBHOOK_SECRET_FILE", "must start with /", "at most 9s"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("configuration error output lacks %q:\n%s", want, logs.String())
+		}
+	}
+}

@@ -1,0 +1,47 @@
+package webhook
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
+)
+
+// Metrics are ingest's instruments. Labels come only from closed sets: the handled events plus
+// "other", and the Result* values. Delivery, installation and repository ids never become labels.
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	inFlight   prometheus.Gauge
+}
+
+// EventOther is the event label of every event that is not handled.
+const EventOther = "other"
+
+// NewMetrics registers ingest's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	f := promauto.With(reg)
+	return &Metrics{
+		deliveries: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "boardreadyops_ingest_deliveries_total",
+			Help: "Webhook deliveries received, by event (handled events, else \"other\") and result.",
+		}, []string{"event", "result"}),
+		duration: f.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "boardreadyops_ingest_request_duration_seconds",
+			Help:    "Time from request start to response, by result.",
+			Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		}, []string{"result"}),
+		inFlight: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_ingest_requests_in_flight",
+			Help: "Webhook requests being handled now.",
+		}),
+	}
+}
+
+func (m *Metrics) observe(event, result string, seconds float64) {
+	if !eventdoc.Handled(event) {
+		event = EventOther
+	}
+	m.deliveries.WithLabelValues(event, result).Inc()
+	m.duration.WithLabelValues(result).Observe(seconds)
+}
