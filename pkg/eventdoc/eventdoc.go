@@ -76,6 +76,10 @@ type Repository struct {
 	Name          string `json:"name,omitempty"`
 	DefaultBranch string `json:"default_branch,omitempty"`
 	Archived      bool   `json:"archived,omitempty"`
+	// OwnerLogin and OwnerType ("User" or "Organization") let lifecycle record an installation it
+	// has not seen an installation event for.
+	OwnerLogin string `json:"owner_login,omitempty"`
+	OwnerType  string `json:"owner_type,omitempty"`
 }
 
 // RepositoryRef is an entry of an installation's repository list.

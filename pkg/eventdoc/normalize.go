@@ -146,6 +146,7 @@ func Normalize(event string, payload []byte) (Document, error) {
 		doc.Repository = &Repository{
 			ID: raw.Repository.ID, FullName: cut(raw.Repository.FullName, maxName), Name: cut(raw.Repository.Name, maxName),
 			DefaultBranch: cut(raw.Repository.DefaultBranch, maxName), Archived: raw.Repository.Archived,
+			OwnerLogin: cut(raw.Repository.Owner.Login, maxName), OwnerType: cut(raw.Repository.Owner.Type, maxStatus),
 		}
 	}
 	var err error

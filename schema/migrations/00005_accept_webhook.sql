@@ -1,6 +1,7 @@
 -- Ingest's one write: the inbox row and its job, atomically, in one statement. A redelivery (known
--- delivery_id) inserts nothing and reports duplicate. Lifecycle workers LISTENing on
--- boardreadyops_jobs are woken when a job is created.
+-- delivery_id) inserts nothing and reports duplicate. Ingest wakes lifecycle workers with a NOTIFY
+-- on boardreadyops_jobs after the commit (coalesced, pkg/notify), not inside this function: a
+-- NOTIFY in every transaction serializes commits on the notification queue lock.
 --
 -- With this function the ingest role needs no table privilege at all: the grants of 00004 on the
 -- inbox and jobs tables are withdrawn.
@@ -42,7 +43,6 @@ BEGIN
     INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
     VALUES (p_event, v_inbox, v_now, v_now, v_now, p_traceparent)
     RETURNING id INTO v_job;
-    PERFORM pg_notify('boardreadyops_jobs', '');
     RETURN QUERY SELECT v_inbox, v_job, false;
 END;
 $$;

@@ -18,6 +18,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/ingest/internal/secrets"
 	"github.com/boardreadyops/cloud/services/ingest/internal/store"
@@ -101,6 +102,10 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 	})
 	go sec.Watch(ctx, c.SecretReload, b.Logger, reloadErrors.Inc)
 
+	// Wake lifecycle workers after each commit; coalesced, at most one NOTIFY per 10 ms.
+	wake := notify.New(b.Pool, notify.Jobs, 10*time.Millisecond, b.Logger)
+	go wake.Run(ctx)
+
 	tp := telemetry.NewTracerProvider()
 	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
 
@@ -112,6 +117,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 		Logger:       b.Logger,
 		StoreTimeout: c.StoreTimeout,
 		BodyBudget:   int64(c.BodyBudgetMiB) << 20,
+		OnAccepted:   wake.Signal,
 	})
 	mux := http.NewServeMux()
 	mux.Handle(c.WebhookPath, handler)

@@ -48,6 +48,8 @@ type Options struct {
 	StoreTimeout time.Duration
 	// BodyBudget bounds the bytes of request bodies held in memory at once, across requests.
 	BodyBudget int64
+	// OnAccepted, when set, is called after a new delivery was committed (to wake lifecycle).
+	OnAccepted func()
 }
 
 // Handler serves POST /webhook.
@@ -163,6 +165,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if out.Duplicate {
 		finish(http.StatusOK, ResultDuplicate, response{Status: ResultDuplicate, DeliveryID: d.ID})
 		return
+	}
+	if h.opts.OnAccepted != nil {
+		h.opts.OnAccepted()
 	}
 	finish(http.StatusAccepted, ResultAccepted, response{Status: ResultAccepted, DeliveryID: d.ID})
 }

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+)
+
+// ingestResult is one load run against ingest.
+type ingestResult struct {
+	Concurrency int     `json:"concurrency"`
+	Seconds     float64 `json:"seconds"`
+	Sent        int64   `json:"sent"`
+	Accepted    int64   `json:"accepted"`
+	Failed      int64   `json:"failed"`
+	PerSecond   float64 `json:"accepted_per_second"`
+	P50ms       float64 `json:"p50_ms"`
+	P95ms       float64 `json:"p95_ms"`
+	P99ms       float64 `json:"p99_ms"`
+	MaxMs       float64 `json:"max_ms"`
+	// PgbenchTPS is `pgbench -N` on the same server in the same run (0 when not measured).
+	PgbenchTPS float64 `json:"pgbench_tps,omitempty"`
+	Ratio      float64 `json:"ratio_to_pgbench,omitempty"`
+}
+
+func runIngest(args []string) error {
+	fs := flag.NewFlagSet("ingest", flag.ContinueOnError)
+	url := fs.String("url", "http://127.0.0.1:8080/webhook", "ingest webhook URL")
+	secretFile := fs.String("secret-file", "", "webhook secrets file (the first secret signs)")
+	concurrency := fs.Int("concurrency", 64, "concurrent senders")
+	duration := fs.Duration("duration", 60*time.Second, "how long to send")
+	pgbenchURL := fs.String("pgbench-database-url", "", "when set, measure pgbench -N -c 8 -j 2 on this database after the load")
+	pgbenchTime := fs.Duration("pgbench-duration", 30*time.Second, "pgbench run length")
+	runs := fs.Int("runs", 1, "repeat load (and pgbench) this many times and report each and the medians")
+	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *duration <= 0 || *duration > 10*time.Minute || *concurrency < 1 || *concurrency > 1024 {
+		return fmt.Errorf("duration must be in (0, 10m] and concurrency in [1, 1024]")
+	}
+	raw, err := os.ReadFile(*secretFile)
+	if err != nil {
+		return fmt.Errorf("read secret file: %w", err)
+	}
+	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+
+	if *runs < 1 || *runs > 9 {
+		return fmt.Errorf("runs must be 1 to 9")
+	}
+	var all []ingestResult
+	for i := 0; i < *runs; i++ {
+		res, err := loadIngest(context.Background(), *url, secret, *concurrency, *duration)
+		if err != nil {
+			return err
+		}
+		if *pgbenchURL != "" {
+			if res.PgbenchTPS, err = pgbench(*pgbenchURL, *pgbenchTime); err != nil {
+				return err
+			}
+			res.Ratio = res.PerSecond / res.PgbenchTPS
+		}
+		all = append(all, res)
+		if !*jsonOut {
+			printIngest(fmt.Sprintf("run %d", i+1), res)
+		}
+	}
+	med := medianIngest(all)
+	if *jsonOut {
+		return json.NewEncoder(os.Stdout).Encode(map[string]any{"runs": all, "median": med})
+	}
+	if *runs > 1 {
+		printIngest(fmt.Sprintf("median of %d", *runs), med)
+	}
+	return nil
+}
+
+func printIngest(title string, r ingestResult) {
+	fmt.Printf("%s: concurrency %d, %.0fs: sent %d, accepted %d, failed %d\n", title, r.Concurrency, r.Seconds, r.Sent, r.Accepted, r.Failed)
+	fmt.Printf("  accepted/s %.0f   latency p50 %.1fms p95 %.1fms p99 %.1fms max %.1fms\n", r.PerSecond, r.P50ms, r.P95ms, r.P99ms, r.MaxMs)
+	if r.PgbenchTPS > 0 {
+		fmt.Printf("  pgbench -N -c 8 -j 2: %.0f tps   ratio %.2f\n", r.PgbenchTPS, r.Ratio)
+	}
+}
+
+// medianIngest takes the median of each figure independently across runs.
+func medianIngest(rs []ingestResult) ingestResult {
+	m := func(f func(ingestResult) float64) float64 {
+		v := make([]float64, len(rs))
+		for i, r := range rs {
+			v[i] = f(r)
+		}
+		sort.Float64s(v)
+		return v[len(v)/2]
+	}
+	return ingestResult{
+		Concurrency: rs[0].Concurrency,
+		Seconds:     m(func(r ingestResult) float64 { return r.Seconds }),
+		Sent:        int64(m(func(r ingestResult) float64 { return float64(r.Sent) })),
+		Accepted:    int64(m(func(r ingestResult) float64 { return float64(r.Accepted) })),
+		Failed:      int64(m(func(r ingestResult) float64 { return float64(r.Failed) })),
+		PerSecond:   m(func(r ingestResult) float64 { return r.PerSecond }),
+		P50ms:       m(func(r ingestResult) float64 { return r.P50ms }),
+		P95ms:       m(func(r ingestResult) float64 { return r.P95ms }),
+		P99ms:       m(func(r ingestResult) float64 { return r.P99ms }),
+		MaxMs:       m(func(r ingestResult) float64 { return r.MaxMs }),
+		PgbenchTPS:  m(func(r ingestResult) float64 { return r.PgbenchTPS }),
+		Ratio:       m(func(r ingestResult) float64 { return r.Ratio }),
+	}
+}
+
+// pushBody is a release-tag push shaped like GitHub's (about 3 KB).
+func pushBody() []byte {
+	b, _ := json.Marshal(map[string]any{
+		"ref": "refs/tags/v1.2.3", "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"created": true, "deleted": false, "forced": false, "base_ref": nil,
+		"compare":      "https://github.com/octo-org/hello-world/compare/v1.2.3",
+		"installation": map[string]any{"id": 55501, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9uNTU1MDE="},
+		"repository": map[string]any{"id": 1296269, "name": "hello-world", "full_name": "octo-org/hello-world",
+			"private": false, "default_branch": "main", "archived": false, "description": strings.Repeat("release tooling ", 40),
+			"owner": map[string]any{"login": "octo-org", "id": 6811672, "type": "Organization"}},
+		"pusher":      map[string]any{"name": "octocat", "email": "mona@example.invalid"},
+		"sender":      map[string]any{"login": "octocat", "id": 583231, "type": "User"},
+		"head_commit": map[string]any{"id": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "message": strings.Repeat("Release notes line. ", 60)},
+		"commits":     []any{},
+	})
+	return b
+}
+
+func loadIngest(ctx context.Context, url string, secret []byte, concurrency int, duration time.Duration) (ingestResult, error) {
+	body := pushBody()
+	signature := hubsig.Sign(secret, body)
+	client := &http.Client{
+		Timeout:   15 * time.Second,
+		Transport: &http.Transport{MaxIdleConns: concurrency, MaxIdleConnsPerHost: concurrency, IdleConnTimeout: time.Minute},
+	}
+	run := fmt.Sprintf("%08x", time.Now().UnixNano()&0xffffffff)
+	var seq, sent, accepted, failed atomic.Int64
+	latencies := make([][]time.Duration, concurrency)
+	ctx, cancel := context.WithTimeout(ctx, duration)
+	defer cancel()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 1<<14)
+			for ctx.Err() == nil {
+				id := fmt.Sprintf("%s-%012d", run, seq.Add(1))
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-GitHub-Event", "push")
+				req.Header.Set("X-GitHub-Delivery", id)
+				req.Header.Set("X-Hub-Signature-256", signature)
+				t0 := time.Now()
+				resp, err := client.Do(req)
+				sent.Add(1)
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				lat = append(lat, time.Since(t0))
+				if resp.StatusCode == http.StatusAccepted {
+					accepted.Add(1)
+				} else {
+					failed.Add(1)
+				}
+			}
+			latencies[w] = lat
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start).Seconds()
+	var all []time.Duration
+	for _, l := range latencies {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i] < all[j] })
+	pct := func(p float64) float64 {
+		if len(all) == 0 {
+			return 0
+		}
+		return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000
+	}
+	return ingestResult{
+		Concurrency: concurrency, Seconds: elapsed, Sent: sent.Load(), Accepted: accepted.Load(), Failed: failed.Load(),
+		PerSecond: float64(accepted.Load()) / elapsed, P50ms: pct(0.50), P95ms: pct(0.95), P99ms: pct(0.99), MaxMs: pct(1),
+	}, nil
+}

@@ -1,0 +1,32 @@
+// Command loadgen drives load through BoardReadyOps and measures it. Subcommands:
+//
+//	loadgen ingest   signed deliveries at a fixed concurrency against a running ingest
+//
+// Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
+// the reference docs/performance.md reports ratios against. Load is only ever sent to the URL given
+// (loopback in every documented use), and every run is bounded in time.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest [flags]")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "ingest":
+		err = runIngest(os.Args[2:])
+	default:
+		fmt.Fprintf(os.Stderr, "loadgen: unknown subcommand %q\n", os.Args[1])
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}

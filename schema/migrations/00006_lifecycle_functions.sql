@@ -1,0 +1,79 @@
+-- Lifecycle's outbox-side transitions. Lifecycle writes installation, repository and release-run
+-- state directly (its role may), but every outbox write goes through a function, so the payload of
+-- a workflow dispatch is built in one place (boardreadyops_outbox_enqueue_attempt_dispatch, 00002,
+-- shared with the check-run completion) and the outbox table stays closed to the service.
+
+-- +goose Up
+
+-- A person pressed "Re-run" on the check run of a finished release run: start the next execution
+-- attempt and enqueue its dispatch. Raises BR005 when the run has not finished (a running run is
+-- not re-run) or has no check run yet. Returns the new attempt and the dispatch effect.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_start_next_execution_attempt(
+    p_run_id uuid, p_traceparent text DEFAULT NULL, p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (attempt_id uuid, attempt_number integer, outbox_id bigint)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+    run release_runs;
+    att execution_attempts;
+BEGIN
+    SELECT * INTO run FROM release_runs WHERE id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'release run % does not exist', p_run_id USING ERRCODE = 'BR006';
+    END IF;
+    IF run.status NOT IN ('succeeded', 'failed', 'cancelled') OR run.check_run_id IS NULL THEN
+        RAISE EXCEPTION 'release run % is %, only a finished run is re-run', p_run_id, run.status
+            USING ERRCODE = 'BR005';
+    END IF;
+    INSERT INTO execution_attempts (release_run_id, number, status, created_at, updated_at)
+    VALUES (run.id, run.current_attempt + 1, 'dispatching', v_now, v_now)
+    RETURNING * INTO att;
+    UPDATE release_runs
+    SET current_attempt = att.number, status = 'dispatching', completed_at = NULL, updated_at = v_now
+    WHERE id = run.id;
+    RETURN QUERY SELECT att.id, att.number,
+        boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+END;
+$$;
+-- +goose StatementEnd
+
+-- A deleted or suspended installation: dead-letter its effects that have not started delivery
+-- (available ones; leased ones finish or fail on their own), with the reason. Unsuspending does not
+-- bring them back by itself: an operator replays them (brops outbox replay). Returns the count.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_dead_letter_installation_outbox(
+    p_installation_id bigint, p_reason text, p_now timestamptz DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_count bigint;
+BEGIN
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'dead-lettering needs a reason' USING ERRCODE = '22023';
+    END IF;
+    UPDATE control_plane_outbox
+    SET status = 'dead_letter', last_error = left(p_reason, 4096), updated_at = coalesce(p_now, now())
+    WHERE installation_id = p_installation_id AND status = 'available';
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+-- +goose StatementEnd
+
+REVOKE EXECUTE ON FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    boardreadyops_start_next_execution_attempt(uuid, text, timestamptz),
+    boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz)
+TO boardreadyops_lifecycle, boardreadyops_admin;
+
+-- +goose Down
+DROP FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz);
+DROP FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz);
