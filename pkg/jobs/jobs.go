@@ -182,3 +182,12 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Job, error) {
 	}
 	return j, nil
 }
+
+// Defer returns a leased job to the queue at until without spending an attempt (at most an hour
+// ahead): for work that waits on something else, not for failures.
+func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker string, until time.Time, reason string) error {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_defer_control_plane_job($1, $2, $3, $4, $5)`, id, worker, until, reason, s.now()); err != nil {
+		return fmt.Errorf("defer job %d: %w", id, sqlstate.Classify(err))
+	}
+	return nil
+}

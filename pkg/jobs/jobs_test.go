@@ -330,3 +330,26 @@ func TestConcurrentClaimers(t *testing.T) {
 		t.Fatalf("claimed %d distinct jobs with %d duplicates, want %d and 0", len(seen), dup.Load(), n)
 	}
 }
+
+func TestDeferDoesNotSpendAttempts(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := insertJob(t, ctx, b, 2)
+	for i := 0; i < 5; i++ { // more deferrals than max_attempts
+		claimOne(t, ctx, b, "w1", id)
+		if err := b.store.Defer(ctx, b.pool, id, "w1", b.now.Load().Add(time.Minute), "waiting for dispatch"); err != nil {
+			t.Fatal(err)
+		}
+		if early, _ := b.store.Claim(ctx, b.pool, "w1", 10, time.Minute); len(early) != 0 {
+			t.Fatal("claimed before the defer time")
+		}
+		b.advance(time.Minute)
+	}
+	if j := wantStatus(t, ctx, b, id, jobs.StatusAvailable); j.Attempts != 0 {
+		t.Fatalf("attempts %d", j.Attempts)
+	}
+	claimOne(t, ctx, b, "w1", id)
+	if err := b.store.Defer(ctx, b.pool, id, "w1", b.now.Load().Add(2*time.Hour), "too far"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		t.Fatalf("defer 2h: %v", err)
+	}
+}

@@ -40,6 +40,9 @@ func TestServiceRolePrivileges(t *testing.T) {
 		sweep        = `SELECT * FROM boardreadyops_sweep_control_plane_retention('7 days')`
 		version      = `SELECT boardreadyops_schema_version()`
 		accept       = `SELECT * FROM boardreadyops_accept_webhook('d-3', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`
+		nextAttempt  = `SELECT * FROM boardreadyops_start_next_execution_attempt(gen_random_uuid())`
+		deadInst     = `SELECT boardreadyops_dead_letter_installation_outbox(1, 'gone')`
+		deferJob     = `SELECT boardreadyops_defer_control_plane_job(1, 'w', now(), 'wait')`
 	)
 	tests := []struct {
 		role    string
@@ -48,13 +51,13 @@ func TestServiceRolePrivileges(t *testing.T) {
 	}{
 		{"boardreadyops_ingest",
 			[]string{accept, version},
-			[]string{insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
+			[]string{nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
 		{"boardreadyops_lifecycle",
-			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version},
+			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob},
 			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept}},
 		{"boardreadyops_dispatcher",
 			[]string{claimOutbox, recoverOut, outboxStats, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept}},
+			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, nextAttempt, deadInst, deferJob}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
 			[]string{readOutbox, claimOutbox, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},

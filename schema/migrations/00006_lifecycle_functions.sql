@@ -67,13 +67,44 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- Put a leased job back until p_until without spending an attempt: a workflow_run that arrived
+-- before its dispatch completion was committed waits for it by time (bounded by lifecycle's match
+-- window), not by attempts.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_defer_control_plane_job(
+    p_id bigint, p_worker text, p_until timestamptz, p_reason text, p_now timestamptz DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+    r control_plane_jobs;
+BEGIN
+    IF p_until IS NULL OR p_until > v_now + interval '1 hour' THEN
+        RAISE EXCEPTION 'defer time must be set and at most 1 hour ahead, got %', p_until USING ERRCODE = '22023';
+    END IF;
+    r := boardreadyops_job_lock_leased(p_id, p_worker);
+    UPDATE control_plane_jobs
+    SET status = 'available', available_at = greatest(p_until, v_now), attempts = greatest(r.attempts - 1, 0),
+        lease_owner = NULL, lease_expires_at = NULL, last_error = left(coalesce(p_reason, 'deferred'), 4096),
+        updated_at = v_now
+    WHERE id = p_id;
+END;
+$$;
+-- +goose StatementEnd
+
+REVOKE EXECUTE ON FUNCTION boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+    boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz),
     boardreadyops_start_next_execution_attempt(uuid, text, timestamptz),
     boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz)
 TO boardreadyops_lifecycle, boardreadyops_admin;
 
 -- +goose Down
+DROP FUNCTION boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz);
 DROP FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz);
 DROP FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz);

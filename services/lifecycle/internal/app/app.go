@@ -1,17 +1,100 @@
 // Package app is the lifecycle service: it claims control-plane jobs and applies installation,
-// repository and release-run state changes with their outbox effects. This revision serves the
-// operational endpoints; the job worker is tracked as its own issue.
+// repository and release-run state changes, writing the required GitHub side effects into the
+// outbox in the same transaction. It never calls GitHub.
 package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/notify"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
+
+// Config is lifecycle's own configuration.
+type Config struct {
+	Worker  worker.Config
+	Handler handler.Config
+	AppID   int
+}
+
+func (c *Config) register(e *config.Env) {
+	w, h := &c.Worker, &c.Handler
+	e.Int(&w.Concurrency, "concurrency", "BOARDREADYOPS_LIFECYCLE_CONCURRENCY", 4, "claim loops (each uses one database connection while working)")
+	e.Int(&w.BatchSize, "batch-size", "BOARDREADYOPS_LIFECYCLE_BATCH_SIZE", 100, "jobs claimed and committed together (1-1000)")
+	e.Duration(&w.Lease, "lease", "BOARDREADYOPS_LIFECYCLE_LEASE", time.Minute, "lease of a claimed batch; expired leases are recovered")
+	e.Duration(&w.PollInterval, "poll-interval", "BOARDREADYOPS_LIFECYCLE_POLL_INTERVAL", time.Second, "idle polling interval (notifications wake sooner)")
+	e.Bool(&w.Listen, "listen", "BOARDREADYOPS_LISTEN", true, "LISTEN for new jobs (disable behind transaction-pooling PgBouncer)")
+	e.Duration(&w.MaxBackoff, "max-backoff", "BOARDREADYOPS_JOB_MAX_BACKOFF", 5*time.Minute, "cap of a failing job's retry delay")
+	e.String(&h.TagPattern, "release-tag-pattern", "BOARDREADYOPS_RELEASE_TAG_PATTERN", "v*", "default release tag pattern (path.Match on the tag name)")
+	e.String(&h.WorkflowFile, "release-workflow", "BOARDREADYOPS_RELEASE_WORKFLOW", "boardreadyops-release.yml", "default release workflow file")
+	e.String(&h.CheckRunName, "check-run-name", "BOARDREADYOPS_CHECK_RUN_NAME", "BoardReadyOps release", "name of the check runs BoardReadyOps creates")
+	e.Int(&c.AppID, "github-app-id", "BOARDREADYOPS_GITHUB_APP_ID", 0, "GitHub App id; when set, only its check runs are re-run")
+	e.Duration(&h.MatchWindow, "workflow-run-match-window", "BOARDREADYOPS_WORKFLOW_RUN_MATCH_WINDOW", 15*time.Minute,
+		"how long a workflow_run waits for its dispatch to be recorded before it is recorded as unmatched")
+}
+
+func (c *Config) validate() error {
+	w := c.Worker
+	var errs []error
+	if w.Concurrency < 1 || w.Concurrency > 64 {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_LIFECYCLE_CONCURRENCY %d: want 1 to 64", w.Concurrency))
+	}
+	if w.BatchSize < 1 || w.BatchSize > 1000 {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_LIFECYCLE_BATCH_SIZE %d: want 1 to 1000", w.BatchSize))
+	}
+	if w.Lease < 5*time.Second || w.Lease > time.Hour {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_LIFECYCLE_LEASE %v: want 5s to 1h", w.Lease))
+	}
+	if w.PollInterval < 10*time.Millisecond || w.PollInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_LIFECYCLE_POLL_INTERVAL %v: want 10ms to 1m", w.PollInterval))
+	}
+	if w.MaxBackoff < time.Second {
+		errs = append(errs, errors.New("BOARDREADYOPS_JOB_MAX_BACKOFF must be at least 1s"))
+	}
+	if c.AppID < 0 {
+		errs = append(errs, errors.New("BOARDREADYOPS_GITHUB_APP_ID must not be negative"))
+	}
+	c.Handler.AppID = int64(c.AppID)
+	return errors.Join(append(errs, c.Handler.Validate())...)
+}
 
 // Run runs the lifecycle service until ctx ends.
 func Run(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
-	return daemon.Run(ctx, daemon.Spec{Name: "lifecycle"}, args, getenv, stderr)
+	var c Config
+	return daemon.Run(ctx, daemon.Spec{
+		Name:     "lifecycle",
+		Flags:    c.register,
+		Validate: c.validate,
+		Work:     func(ctx context.Context, b *daemon.Base) error { return work(ctx, b, c) },
+	}, args, getenv, stderr)
+}
+
+func work(ctx context.Context, b *daemon.Base, c Config) error {
+	if need := int32(c.Worker.Concurrency + 2); b.Pool.Config().MaxConns < need {
+		return fmt.Errorf("BOARDREADYOPS_DB_MAX_CONNS %d is too small for %d claim loops: need at least %d",
+			b.Pool.Config().MaxConns, c.Worker.Concurrency, need)
+	}
+	wc := c.Worker
+	wc.ID = daemon.WorkerID("lifecycle")
+	wc.RecoverInterval = max(wc.Lease/4, time.Second)
+	wc.StatsInterval = 5 * time.Second
+
+	wakeDispatchers := notify.New(b.Pool, notify.Outbox, 10*time.Millisecond, b.Logger)
+	go wakeDispatchers.Run(ctx)
+	tp := telemetry.NewTracerProvider()
+	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
+
+	w := worker.New(wc, b.Pool, handler.New(c.Handler, b.Logger, nil), worker.NewMetrics(b.Registry),
+		tp.Tracer("github.com/boardreadyops/cloud/services/lifecycle"), b.Logger, wakeDispatchers.Signal)
+	b.Logger.Info("lifecycle worker starting", "worker_id", wc.ID, "concurrency", wc.Concurrency, "batch_size", wc.BatchSize,
+		"lease", wc.Lease, "listen", wc.Listen)
+	return w.Run(ctx)
 }

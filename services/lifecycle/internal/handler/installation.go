@@ -1,0 +1,200 @@
+package handler
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
+)
+
+var workflowFilePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,200}\.ya?ml$`)
+
+func accountType(t string) string {
+	switch t {
+	case "User", "Organization", "Enterprise":
+		return t
+	}
+	return "Organization"
+}
+
+// upsertInstallation records an installation from its own event (account details win).
+func upsertInstallation(ctx context.Context, tx pgx.Tx, in *eventdoc.Installation) error {
+	login := in.AccountLogin
+	if login == "" {
+		login = fmt.Sprintf("installation-%d", in.ID)
+	}
+	_, err := tx.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET account_login = EXCLUDED.account_login,
+			account_type = EXCLUDED.account_type, updated_at = now()
+		WHERE $4`, in.ID, login, accountType(in.AccountType), in.AccountLogin != "")
+	if err != nil {
+		return fmt.Errorf("upsert installation %d: %w", in.ID, err)
+	}
+	return nil
+}
+
+// ensureInstallation records an installation first seen through a repository-level event, from
+// the repository's owner. It never locks an existing row (ON CONFLICT DO NOTHING), so the hot
+// push path does not serialize on its installation.
+func ensureInstallation(ctx context.Context, tx pgx.Tx, id int64, repo *eventdoc.Repository) error {
+	login := repo.OwnerLogin
+	if login == "" {
+		login, _, _ = strings.Cut(repo.FullName, "/")
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO NOTHING`, id, login, accountType(repo.OwnerType))
+	if err != nil {
+		return fmt.Errorf("record installation %d: %w", id, err)
+	}
+	return nil
+}
+
+// ensureRepository records a repository first seen through an event, without locking an existing row.
+func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo *eventdoc.Repository) error {
+	if err := ensureInstallation(ctx, tx, installationID, repo); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name, default_branch, archived)
+		VALUES ($1, $2, $3, nullif($4, ''), $5) ON CONFLICT (id) DO NOTHING`,
+		repo.ID, installationID, repo.FullName, repo.DefaultBranch, repo.Archived)
+	if err != nil {
+		return fmt.Errorf("record repository %d: %w", repo.ID, err)
+	}
+	return nil
+}
+
+func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef) error {
+	for _, r := range refs {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO repositories (id, installation_id, full_name) VALUES ($1, $2, $3)
+			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id,
+				full_name = EXCLUDED.full_name, removed_at = NULL, updated_at = now()`,
+			r.ID, installationID, r.FullName)
+		if err != nil {
+			return fmt.Errorf("record repository %d: %w", r.ID, err)
+		}
+	}
+	return nil
+}
+
+func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef) error {
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	_, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = now(), updated_at = now()
+		WHERE installation_id = $1 AND id = ANY($2) AND removed_at IS NULL`, installationID, ids)
+	if err != nil {
+		return fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
+	}
+	return nil
+}
+
+// installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
+func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+	in := d.Installation
+	if in == nil || in.ID <= 0 {
+		return ignored(), nil
+	}
+	if err := upsertInstallation(ctx, tx, in); err != nil {
+		return Result{}, err
+	}
+	switch d.Action {
+	case "created":
+		_, err := tx.Exec(ctx, `UPDATE installations SET deleted_at = NULL, suspended_at = NULL, updated_at = now() WHERE id = $1`, in.ID)
+		if err != nil {
+			return Result{}, fmt.Errorf("activate installation %d: %w", in.ID, err)
+		}
+		return applied(0), upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories)
+	case "deleted":
+		if _, err := tx.Exec(ctx, `UPDATE installations SET deleted_at = now(), updated_at = now() WHERE id = $1`, in.ID); err != nil {
+			return Result{}, fmt.Errorf("delete installation %d: %w", in.ID, err)
+		}
+		if _, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = now(), updated_at = now()
+			WHERE installation_id = $1 AND removed_at IS NULL`, in.ID); err != nil {
+			return Result{}, fmt.Errorf("remove repositories of installation %d: %w", in.ID, err)
+		}
+		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation deleted")
+	case "suspend":
+		if _, err := tx.Exec(ctx, `UPDATE installations SET suspended_at = now(), updated_at = now() WHERE id = $1`, in.ID); err != nil {
+			return Result{}, fmt.Errorf("suspend installation %d: %w", in.ID, err)
+		}
+		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation suspended")
+	case "unsuspend":
+		if _, err := tx.Exec(ctx, `UPDATE installations SET suspended_at = NULL, updated_at = now() WHERE id = $1`, in.ID); err != nil {
+			return Result{}, fmt.Errorf("unsuspend installation %d: %w", in.ID, err)
+		}
+		return applied(0), nil
+	case "new_permissions_accepted":
+		return applied(0), nil // recorded by the upsert above
+	}
+	return ignored(), nil
+}
+
+func (h *Handlers) deadLetterInstallation(ctx context.Context, tx pgx.Tx, installationID int64, why string) error {
+	var n int64
+	err := tx.QueryRow(ctx, `SELECT boardreadyops_dead_letter_installation_outbox($1, $2)`, installationID,
+		why+": effect not delivered; replay it (brops outbox replay) if the installation returns").Scan(&n)
+	if err != nil {
+		return fmt.Errorf("dead-letter effects of installation %d: %w", installationID, err)
+	}
+	if n > 0 {
+		h.logger.Info("dead-lettered undelivered effects", "installation_id", installationID, "reason", why, "count", n)
+	}
+	return nil
+}
+
+// installation_repositories: added, removed.
+func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+	if d.Installation == nil || d.Installation.ID <= 0 {
+		return ignored(), nil
+	}
+	if err := upsertInstallation(ctx, tx, d.Installation); err != nil {
+		return Result{}, err
+	}
+	id := d.Installation.ID
+	switch d.Action {
+	case "added":
+		return applied(0), upsertRepositoryRefs(ctx, tx, id, d.RepositoriesAdded)
+	case "removed":
+		return applied(0), removeRepositoryRefs(ctx, tx, id, d.RepositoriesRemoved)
+	}
+	return ignored(), nil
+}
+
+// repository: renamed, archived, unarchived, deleted, transferred, edited (default branch), created.
+func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+	r := d.Repository
+	if err := ensureRepository(ctx, tx, d.InstallationID, r); err != nil {
+		return Result{}, err
+	}
+	var stmt string
+	args := []any{r.ID}
+	switch d.Action {
+	case "renamed", "transferred":
+		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, updated_at = now() WHERE id = $1`
+		args = append(args, r.FullName, d.InstallationID)
+	case "archived":
+		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
+	case "unarchived":
+		stmt = `UPDATE repositories SET archived = false, updated_at = now() WHERE id = $1`
+	case "deleted":
+		stmt = `UPDATE repositories SET removed_at = now(), updated_at = now() WHERE id = $1`
+	case "edited":
+		stmt = `UPDATE repositories SET default_branch = coalesce(nullif($2, ''), default_branch), updated_at = now() WHERE id = $1`
+		args = append(args, r.DefaultBranch)
+	case "created":
+		return applied(0), nil // recorded by ensureRepository
+	default:
+		return ignored(), nil
+	}
+	if _, err := tx.Exec(ctx, stmt, args...); err != nil {
+		return Result{}, fmt.Errorf("repository %d %s: %w", r.ID, d.Action, err)
+	}
+	return applied(0), nil
+}

@@ -1,0 +1,320 @@
+package worker_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
+)
+
+func TestPushRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		prepare func(b *bundle)
+		doc     eventdoc.Document
+		wantRun bool
+	}{
+		{"release tag", nil, pushTag("v1.2.3", sha), true},
+		{"branch push", nil, eventdoc.Document{Event: "push", InstallationID: installationID, Repository: repository(),
+			Push: &eventdoc.Push{Ref: "refs/heads/main", After: sha}}, false},
+		{"tag deleted", nil, eventdoc.Document{Event: "push", InstallationID: installationID, Repository: repository(),
+			Push: &eventdoc.Push{Ref: "refs/tags/v1.2.3", After: strings.Repeat("0", 40), Deleted: true}}, false},
+		{"tag not matching the default pattern", nil, pushTag("release-1.2.3", sha), false},
+		{"tag matching a repository's own pattern", func(b *bundle) {
+			b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}))
+			b.drain()
+			b.exec(`INSERT INTO repository_release_settings (repository_id, tag_pattern) VALUES ($1, 'release-*')`, repoID)
+		}, pushTag("release-1.2.3", sha), true},
+		{"repository disabled", func(b *bundle) {
+			b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}))
+			b.drain()
+			b.exec(`INSERT INTO repository_release_settings (repository_id, enabled) VALUES ($1, false)`, repoID)
+		}, pushTag("v1.2.3", sha), false},
+		{"repository archived", func(b *bundle) {
+			b.deliver(eventdoc.Document{Event: "repository", Action: "archived", InstallationID: installationID, Repository: repository()})
+			b.drain()
+		}, pushTag("v1.2.3", sha), false},
+		{"installation suspended", func(b *bundle) {
+			b.deliver(installationEvent("created"))
+			b.deliver(installationEvent("suspend"))
+			b.drain()
+		}, pushTag("v1.2.3", sha), false},
+		{"installation deleted", func(b *bundle) {
+			b.deliver(installationEvent("created"))
+			b.deliver(installationEvent("deleted"))
+			b.drain()
+		}, pushTag("v1.2.3", sha), false},
+		{"unknown installation is recorded from the repository owner", nil, pushTag("v2.0.0", sha), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			if tt.prepare != nil {
+				tt.prepare(b)
+			}
+			job := b.deliver(tt.doc)
+			b.drain()
+			if s := b.jobStatus(job); s != "completed" {
+				t.Fatalf("job %s", s)
+			}
+			runs := b.count(`SELECT count(*) FROM release_runs`)
+			effects := b.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.check_run.create'`)
+			if tt.wantRun != (runs == 1) || runs != effects {
+				t.Fatalf("%d runs and %d check-run effects, want run: %v", runs, effects, tt.wantRun)
+			}
+			if !tt.wantRun {
+				return
+			}
+			var status string
+			var attempts int
+			var payload json.RawMessage
+			var traceparent string
+			if err := b.pool.QueryRow(b.ctx, `SELECT r.status, (SELECT count(*) FROM execution_attempts WHERE release_run_id = r.id),
+				o.payload, o.traceparent FROM release_runs r JOIN control_plane_outbox o ON o.release_run_id = r.id`).
+				Scan(&status, &attempts, &payload, &traceparent); err != nil {
+				t.Fatal(err)
+			}
+			if status != "check_pending" || attempts != 1 {
+				t.Fatalf("run %s with %d attempts", status, attempts)
+			}
+			var p map[string]any
+			_ = json.Unmarshal(payload, &p)
+			if p["head_sha"] != sha || p["name"] != "BoardReadyOps release" || p["external_id"] != p["release_run_id"] ||
+				p["repository_full_name"] != "octo-org/hello-world" {
+				t.Fatalf("check run payload %s", payload)
+			}
+			// The effect continues the delivery's trace.
+			if !strings.HasPrefix(traceparent, "00-4bf92f3577b34da6a3ce929d0e0e4736-") {
+				t.Fatalf("effect traceparent %q is not in the delivery's trace", traceparent)
+			}
+		})
+	}
+}
+
+func (b *bundle) exec(sql string, args ...any) {
+	b.t.Helper()
+	if _, err := b.pool.Exec(b.ctx, sql, args...); err != nil {
+		b.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+func TestSameTagAndCommitCreatesNothingNew(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deliver(pushTag("v1.0.0", sha))
+	b.deliver(pushTag("v1.0.0", sha)) // a second delivery of the same push (new delivery id)
+	b.drain()
+	b.deliver(pushTag("v1.0.0", sha)) // and once more after the first was applied
+	b.drain()
+	if runs, effects := b.count(`SELECT count(*) FROM release_runs`), b.count(`SELECT count(*) FROM control_plane_outbox`); runs != 1 || effects != 1 {
+		t.Fatalf("%d runs, %d effects", runs, effects)
+	}
+	// The tag moved to another commit: that is a new release run.
+	b.deliver(pushTag("v1.0.0", strings.Repeat("b", 40)))
+	b.drain()
+	if runs := b.count(`SELECT count(*) FROM release_runs`); runs != 2 {
+		t.Fatalf("%d runs after the tag moved", runs)
+	}
+}
+
+func TestReleaseLifecycleAndRerun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deliver(pushTag("v1.0.0", sha))
+	b.drain()
+	run := b.onlyRun()
+	b.completeEffects(4001, 9001) // check run 4001 created, workflow run 9001 dispatched
+	if r, a, n := b.runStatus(run); r != "running" || a != "running" || n != 1 {
+		t.Fatalf("after dispatch: run %s attempt %s #%d", r, a, n)
+	}
+
+	// A rerequest while the run is still running is recorded, nothing more.
+	job := b.deliver(rerequest(run, 4001))
+	b.drain()
+	if b.jobStatus(job) != "completed" || b.count(`SELECT count(*) FROM execution_attempts`) != 1 {
+		t.Fatal("rerequest of a running run started an attempt")
+	}
+
+	b.deliver(workflowRun("in_progress", 9001, ""))
+	b.deliver(workflowRun("completed", 9001, "failure"))
+	b.drain()
+	if r, a, _ := b.runStatus(run); r != "failed" || a != "failed" {
+		t.Fatalf("after failure: run %s attempt %s", r, a)
+	}
+	var payload json.RawMessage
+	if err := b.pool.QueryRow(b.ctx, `SELECT payload FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'`).Scan(&payload); err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	_ = json.Unmarshal(payload, &p)
+	if p["conclusion"] != "failure" || p["check_run_id"] != float64(4001) || p["summary"] == "" {
+		t.Fatalf("check run completion payload %s", payload)
+	}
+	b.completeEffects(0, 0)
+
+	// Re-run: attempt 2 with its own dispatch key.
+	b.deliver(rerequest(run, 4001))
+	b.drain()
+	if r, a, n := b.runStatus(run); r != "dispatching" || a != "dispatching" || n != 2 {
+		t.Fatalf("after re-run: run %s attempt %s #%d", r, a, n)
+	}
+	var keys []string
+	rows, _ := b.pool.Query(b.ctx, `SELECT idempotency_key FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' ORDER BY id`)
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		keys = append(keys, k)
+	}
+	if len(keys) != 2 || keys[0] == keys[1] {
+		t.Fatalf("dispatch keys %v, want two distinct", keys)
+	}
+	b.completeEffects(0, 9002)
+	b.deliver(workflowRun("completed", 9002, "success"))
+	b.drain()
+	if r, a, n := b.runStatus(run); r != "succeeded" || a != "succeeded" || n != 2 {
+		t.Fatalf("after attempt 2: run %s attempt %s #%d", r, a, n)
+	}
+	// A redelivered completion changes nothing and enqueues nothing.
+	before := b.count(`SELECT count(*) FROM control_plane_outbox`)
+	b.deliver(workflowRun("completed", 9002, "success"))
+	b.drain()
+	if after := b.count(`SELECT count(*) FROM control_plane_outbox`); after != before {
+		t.Fatalf("redelivered completion enqueued %d effects", after-before)
+	}
+}
+
+func TestRerequestRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		doc  func(run string) eventdoc.Document
+	}{
+		{"unknown release run", func(string) eventdoc.Document { return rerequest("7b0c5b8e-2a1d-4e6f-9b7a-1c2d3e4f5a6b", 4001) }},
+		{"not a uuid", func(string) eventdoc.Document { return rerequest("not-ours", 4001) }},
+		{"another app's check run", func(run string) eventdoc.Document {
+			d := rerequest(run, 4001)
+			d.CheckRun.AppID = 1
+			return d
+		}},
+		{"another check run name", func(run string) eventdoc.Document {
+			d := rerequest(run, 4001)
+			d.CheckRun.Name = "CI"
+			return d
+		}},
+		{"a check run id that is not the run's", func(run string) eventdoc.Document { return rerequest(run, 999) }},
+		{"created, not rerequested", func(run string) eventdoc.Document {
+			d := rerequest(run, 4001)
+			d.Action = "created"
+			return d
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.deliver(pushTag("v1.0.0", sha))
+			b.drain()
+			run := b.onlyRun()
+			b.completeEffects(4001, 9001)
+			b.deliver(workflowRun("completed", 9001, "success"))
+			b.drain()
+			b.completeEffects(0, 0)
+			job := b.deliver(tt.doc(run))
+			b.drain()
+			if b.jobStatus(job) != "completed" {
+				t.Fatal("job not completed")
+			}
+			if n := b.count(`SELECT count(*) FROM execution_attempts`); n != 1 {
+				t.Fatalf("%d attempts, want 1 (no re-run)", n)
+			}
+		})
+	}
+}
+
+func TestConclusionMapping(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ conclusion, run, check string }{
+		{"success", "succeeded", "success"},
+		{"failure", "failed", "failure"},
+		{"timed_out", "failed", "failure"},
+		{"startup_failure", "failed", "failure"},
+		{"cancelled", "cancelled", "cancelled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.conclusion, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.deliver(pushTag("v1.0.0", sha))
+			b.drain()
+			run := b.onlyRun()
+			b.completeEffects(4001, 9001)
+			b.deliver(workflowRun("completed", 9001, tt.conclusion))
+			b.drain()
+			if r, _, _ := b.runStatus(run); r != tt.run {
+				t.Fatalf("run %s, want %s", r, tt.run)
+			}
+			var check string
+			if err := b.pool.QueryRow(b.ctx, `SELECT payload->>'conclusion' FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'`).Scan(&check); err != nil || check != tt.check {
+				t.Fatalf("check conclusion %q (%v), want %s", check, err, tt.check)
+			}
+		})
+	}
+}
+
+// A workflow_run that arrives before the dispatch completion committed its run id waits
+// (deferred, not failed), and is applied once the dispatch is recorded.
+func TestOutOfOrderWorkflowRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.deliver(pushTag("v1.0.0", sha))
+	b.drain()
+	run := b.onlyRun()
+	early := b.deliver(workflowRun("completed", 9001, "success"))
+	b.drain()
+	var status string
+	var attempts int
+	if err := b.pool.QueryRow(b.ctx, `SELECT status, attempts FROM control_plane_jobs WHERE id = $1`, early).Scan(&status, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if status != "available" || attempts != 0 {
+		t.Fatalf("early workflow_run job %s with %d attempts, want deferred without spending attempts", status, attempts)
+	}
+	b.completeEffects(4001, 9001)
+	b.exec(`UPDATE control_plane_jobs SET available_at = now() WHERE id = $1`, early) // its backoff elapsed
+	b.drain()
+	if r, _, _ := b.runStatus(run); r != "succeeded" || b.jobStatus(early) != "completed" {
+		t.Fatalf("run %s, job %s", r, b.jobStatus(early))
+	}
+}
+
+func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	job := b.deliver(workflowRun("completed", 777, "success"))
+	b.drain()
+	if b.jobStatus(job) != "available" {
+		t.Fatal("unmatched workflow run not deferred")
+	}
+	later := time.Now().Add(16 * time.Minute)
+	b.now.Store(&later)
+	b.exec(`UPDATE control_plane_jobs SET available_at = now() WHERE id = $1`, job)
+	b.drain()
+	if b.jobStatus(job) != "completed" {
+		t.Fatal("unmatched workflow run not recorded after the window")
+	}
+
+	// Other workflows of the repository, and runs not started by a dispatch, are not waited for.
+	other := workflowRun("completed", 778, "success")
+	other.WorkflowRun.Path = ".github/workflows/ci.yml"
+	push := workflowRun("completed", 779, "success")
+	push.WorkflowRun.Event = "push"
+	j1, j2 := b.deliver(other), b.deliver(push)
+	b.drain()
+	if b.jobStatus(j1) != "completed" || b.jobStatus(j2) != "completed" {
+		t.Fatal("foreign workflow runs were not completed at once")
+	}
+}

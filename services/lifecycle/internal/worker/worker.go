@@ -1,0 +1,368 @@
+// Package worker runs lifecycle's job loop: claim a batch of control-plane jobs (FOR UPDATE SKIP
+// LOCKED, through the SQL functions), apply each in one transaction per batch with a savepoint per
+// job, and commit each job's state change, its outbox effects and its completion together.
+//
+// A failing or panicking job is rolled back to its savepoint and retried with capped exponential
+// backoff and jitter (dead-lettered once its attempts are exhausted) without disturbing the
+// other jobs of its batch. Workers wake on NOTIFY boardreadyops_jobs and also poll, so they work
+// behind a transaction-pooling PgBouncer with LISTEN disabled. Expired leases are recovered.
+package worker
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/jobs"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
+)
+
+// Config bounds the worker.
+type Config struct {
+	// ID names this process in leases (daemon.WorkerID).
+	ID string
+	// Concurrency is the number of claim loops (each holds one connection while it works).
+	Concurrency int
+	// BatchSize is the number of jobs claimed and committed together.
+	BatchSize int
+	// Lease is how long a claimed batch is owned; it must exceed the slowest batch.
+	Lease time.Duration
+	// PollInterval is how often an idle loop looks for work without a notification.
+	PollInterval time.Duration
+	// Listen enables LISTEN boardreadyops_jobs (disable behind transaction-pooling PgBouncer).
+	Listen bool
+	// MaxBackoff caps the retry delay of a failing job.
+	MaxBackoff time.Duration
+	// RecoverInterval is how often expired leases are recovered.
+	RecoverInterval time.Duration
+	// StatsInterval is how often the queue gauges are refreshed (one query).
+	StatsInterval time.Duration
+}
+
+// Handler applies one job inside the batch transaction (*handler.Handlers in production).
+type Handler interface {
+	Handle(ctx context.Context, tx pgx.Tx, job handler.Job) (handler.Result, error)
+}
+
+// Worker is lifecycle's job loop.
+type Worker struct {
+	cfg      Config
+	pool     *pgxpool.Pool
+	jobs     *jobs.Store
+	handlers Handler
+	metrics  *Metrics
+	tracer   trace.Tracer
+	logger   *slog.Logger
+	// OnEffects is called after a commit that enqueued outbox effects (wakes dispatchers).
+	onEffects func()
+	wakeMu    sync.Mutex
+	wake      chan struct{}
+}
+
+// New builds a worker. onEffects may be nil.
+func New(cfg Config, pool *pgxpool.Pool, h Handler, m *Metrics, tracer trace.Tracer, logger *slog.Logger, onEffects func()) *Worker {
+	if onEffects == nil {
+		onEffects = func() {}
+	}
+	return &Worker{cfg: cfg, pool: pool, jobs: &jobs.Store{}, handlers: h, metrics: m, tracer: tracer, logger: logger,
+		onEffects: onEffects, wake: make(chan struct{})}
+}
+
+// Run works until ctx ends, then finishes the batches in hand and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	start := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	if w.cfg.Listen {
+		start(w.listen)
+	}
+	start(w.recoverLoop)
+	start(w.statsLoop)
+	for i := 0; i < w.cfg.Concurrency; i++ {
+		start(w.loop)
+	}
+	wg.Wait()
+	return nil
+}
+
+// Wake makes every idle loop look for work now.
+func (w *Worker) Wake() {
+	w.wakeMu.Lock()
+	close(w.wake)
+	w.wake = make(chan struct{})
+	w.wakeMu.Unlock()
+}
+
+func (w *Worker) wakeChan() <-chan struct{} {
+	w.wakeMu.Lock()
+	defer w.wakeMu.Unlock()
+	return w.wake
+}
+
+func (w *Worker) loop(ctx context.Context) {
+	for ctx.Err() == nil {
+		wake := w.wakeChan() // taken before the claim, so a wake-up during it is not lost
+		start := time.Now()
+		batch, err := w.jobs.Claim(ctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+		w.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		if err != nil {
+			if ctx.Err() == nil {
+				w.logger.Warn("claim jobs failed", "error", err)
+			}
+			sleep(ctx, w.cfg.PollInterval, nil)
+			continue
+		}
+		if len(batch) == 0 {
+			sleep(ctx, w.cfg.PollInterval, wake)
+			continue
+		}
+		// A claimed batch is finished even when shutdown begins: within its lease, not ctx.
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)
+		w.process(bctx, batch)
+		cancel()
+	}
+}
+
+// ProcessAvailable claims and processes batches until no job is due, and returns how many jobs it
+// processed. The loops of Run do the same continuously; tests and one-shot tools use this.
+func (w *Worker) ProcessAvailable(ctx context.Context) (int, error) {
+	total := 0
+	for {
+		batch, err := w.jobs.Claim(ctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+		if err != nil {
+			return total, err
+		}
+		if len(batch) == 0 {
+			return total, nil
+		}
+		w.process(ctx, batch)
+		total += len(batch)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}
+
+// outcome is one job's result, applied to metrics after the batch commits.
+type outcome struct {
+	job     jobs.Job
+	result  string // handler outcome, or deferred / retried / dead_letter
+	effects int
+}
+
+func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
+	docs, err := w.loadInbox(ctx, batch)
+	if err != nil {
+		w.logger.Error("load inbox rows failed; the batch returns to the queue when its lease expires", "error", err)
+		return
+	}
+	outs, err := w.processTx(ctx, batch, docs)
+	if err != nil {
+		// The batch transaction itself failed (connection lost, serialization): fall back to one
+		// transaction per job, so a single bad job cannot keep failing the batch.
+		w.logger.Warn("batch transaction failed; processing its jobs one by one", "error", err, "jobs", len(batch))
+		outs = outs[:0]
+		for _, j := range batch {
+			o, err := w.processTx(ctx, []jobs.Job{j}, docs)
+			if err != nil {
+				w.logger.Error("job transaction failed; it returns to the queue when its lease expires", "job_id", j.ID, "error", err)
+				continue
+			}
+			outs = append(outs, o...)
+		}
+	}
+	effects := 0
+	for _, o := range outs {
+		effects += o.effects
+		w.metrics.processed.WithLabelValues(kindLabel(o.job.Kind), o.result).Inc()
+		if o.result != resultDeferred && o.result != resultRetried {
+			w.metrics.lag.Observe(time.Since(o.job.CreatedAt).Seconds())
+		}
+	}
+	if effects > 0 {
+		w.metrics.effects.Add(float64(effects))
+		w.onEffects()
+	}
+}
+
+// Results beyond the handler's outcomes.
+const (
+	resultDeferred   = "deferred"
+	resultRetried    = "retried"
+	resultDeadLetter = "dead_letter"
+)
+
+type inboxRow struct {
+	doc        eventdoc.Document
+	receivedAt time.Time
+	err        error
+}
+
+func (w *Worker) loadInbox(ctx context.Context, batch []jobs.Job) (map[int64]inboxRow, error) {
+	ids := make([]int64, len(batch))
+	for i, j := range batch {
+		ids[i] = j.InboxID
+	}
+	rows, err := w.pool.Query(ctx, `SELECT id, payload, received_at FROM webhook_inbox WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read inbox rows: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[int64]inboxRow, len(batch))
+	for rows.Next() {
+		var id int64
+		var payload []byte
+		var r inboxRow
+		if err := rows.Scan(&id, &payload, &r.receivedAt); err != nil {
+			return nil, fmt.Errorf("read inbox rows: %w", err)
+		}
+		if err := json.Unmarshal(payload, &r.doc); err != nil {
+			r.err = fmt.Errorf("stored document does not decode: %w", err)
+		}
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64]inboxRow) ([]outcome, error) {
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	outs := make([]outcome, 0, len(batch))
+	for _, j := range batch {
+		o, err := w.processJob(ctx, tx, j, docs[j.InboxID])
+		if err != nil {
+			return nil, err
+		}
+		outs = append(outs, o)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, fmt.Errorf("commit: %w", err)
+	}
+	return outs, nil
+}
+
+// processJob applies one job under a savepoint. An error return means the batch transaction is
+// unusable; a job's own failure is recorded (retry, defer, dead letter) and is not an error.
+func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (outcome, error) {
+	var traceparent string
+	if j.Traceparent != nil {
+		traceparent = *j.Traceparent
+	}
+	ctx, span := w.tracer.Start(telemetry.ContextWithTraceparent(ctx, traceparent), "lifecycle.job",
+		trace.WithAttributes(attribute.Int64("boardreadyops.job_id", j.ID), attribute.String("boardreadyops.job_kind", j.Kind),
+			attribute.Int("boardreadyops.attempt", j.Attempts)))
+	defer span.End()
+
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return outcome{}, fmt.Errorf("savepoint: %w", err)
+	}
+	res, herr := w.handle(ctx, sp, j, row)
+	if herr == nil {
+		herr = w.jobs.Complete(ctx, sp, j.ID, w.cfg.ID)
+	}
+	if herr == nil {
+		if err := sp.Commit(ctx); err != nil {
+			return outcome{}, fmt.Errorf("release savepoint: %w", err)
+		}
+		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
+		return outcome{job: j, result: res.Outcome, effects: res.Effects}, nil
+	}
+	if err := sp.Rollback(ctx); err != nil {
+		return outcome{}, fmt.Errorf("roll back to savepoint: %w", err)
+	}
+
+	var deferErr *handler.DeferError
+	if errors.As(herr, &deferErr) {
+		if err := w.jobs.Defer(ctx, tx, j.ID, w.cfg.ID, deferErr.Until, deferErr.Reason); err != nil {
+			return outcome{}, err
+		}
+		span.SetAttributes(attribute.String("boardreadyops.outcome", resultDeferred))
+		return outcome{job: j, result: resultDeferred}, nil
+	}
+	span.RecordError(herr)
+	span.SetStatus(codes.Error, "job failed")
+	if row.err != nil || errors.Is(herr, errPermanent) {
+		if err := w.jobs.DeadLetter(ctx, tx, j.ID, w.cfg.ID, herr.Error()); err != nil {
+			return outcome{}, err
+		}
+		w.logger.Error("job dead-lettered", "job_id", j.ID, "kind", j.Kind, "error", herr)
+		return outcome{job: j, result: resultDeadLetter}, nil
+	}
+	status, err := w.jobs.Retry(ctx, tx, j.ID, w.cfg.ID, herr.Error(), time.Now().Add(backoff(j.Attempts, w.cfg.MaxBackoff)))
+	if err != nil {
+		return outcome{}, err
+	}
+	if status == jobs.StatusDeadLetter {
+		w.logger.Error("job dead-lettered: attempts exhausted", "job_id", j.ID, "kind", j.Kind, "attempts", j.Attempts, "error", herr)
+		return outcome{job: j, result: resultDeadLetter}, nil
+	}
+	w.logger.Warn("job failed; retrying", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempts, "error", herr)
+	return outcome{job: j, result: resultRetried}, nil
+}
+
+var errPermanent = errors.New("permanent job failure")
+
+// handle runs the handler, turning a panic into an error so one poison job never takes the
+// process (or its batch) down.
+func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (res handler.Result, err error) {
+	if row.err != nil {
+		return handler.Result{}, fmt.Errorf("%w: %v", errPermanent, row.err)
+	}
+	if row.receivedAt.IsZero() {
+		return handler.Result{}, fmt.Errorf("%w: inbox row %d is missing", errPermanent, j.InboxID)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.logger.Error("job handler panicked", "job_id", j.ID, "kind", j.Kind, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return w.handlers.Handle(ctx, tx, handler.Job{
+		ID: j.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
+		Traceparent: telemetry.Traceparent(ctx),
+	})
+}
+
+// backoff is capped exponential with ±20% jitter: 1s, 2s, 4s, ... up to max.
+func backoff(attempts int, maxDelay time.Duration) time.Duration {
+	d := time.Second << min(max(attempts-1, 0), 20)
+	if d > maxDelay || d <= 0 {
+		d = maxDelay
+	}
+	jitter := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * jitter)
+}
+
+func kindLabel(kind string) string {
+	if eventdoc.Handled(kind) {
+		return kind
+	}
+	return "other"
+}
