@@ -1,6 +1,7 @@
 // Command loadgen drives load through BoardReadyOps and measures it. Subcommands:
 //
-//	loadgen ingest   signed deliveries at a fixed concurrency against a running ingest
+//	loadgen ingest      signed deliveries at a fixed concurrency against a running ingest
+//	loadgen lifecycle   preloaded push-tag jobs drained by a running lifecycle service
 //
 // Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
 // the reference docs/performance.md reports ratios against. Load is only ever sent to the URL given
@@ -14,13 +15,15 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen ingest [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle [flags]")
 		os.Exit(2)
 	}
 	var err error
 	switch os.Args[1] {
 	case "ingest":
 		err = runIngest(os.Args[2:])
+	case "lifecycle":
+		err = runLifecycle(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "loadgen: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)

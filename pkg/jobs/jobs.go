@@ -191,3 +191,15 @@ func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker st
 	}
 	return nil
 }
+
+// CompleteAll marks a batch of leased jobs done in one call. When any is not leased by worker
+// (sqlstate.ErrLeaseNotHeld) none is completed.
+func (s *Store) CompleteAll(ctx context.Context, db database.DBTX, ids []int64, worker string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_complete_control_plane_jobs($1, $2, $3)`, ids, worker, s.now()); err != nil {
+		return fmt.Errorf("complete %d jobs: %w", len(ids), sqlstate.Classify(err))
+	}
+	return nil
+}

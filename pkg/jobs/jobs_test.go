@@ -353,3 +353,26 @@ func TestDeferDoesNotSpendAttempts(t *testing.T) {
 		t.Fatalf("defer 2h: %v", err)
 	}
 }
+
+func TestCompleteAll(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	a, c := insertJob(t, ctx, b, 5), insertJob(t, ctx, b, 5)
+	got, err := b.store.Claim(ctx, b.pool, "w1", 10, time.Minute)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("claim: %v %v", got, err)
+	}
+	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, c}, "w2"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("other worker: %v", err)
+	}
+	other := insertJob(t, ctx, b, 5) // available, not leased
+	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, other}, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("unleased job in batch: %v", err)
+	}
+	wantStatus(t, ctx, b, a, jobs.StatusLeased) // nothing completed by the refused calls
+	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, c}, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, ctx, b, a, jobs.StatusCompleted)
+	wantStatus(t, ctx, b, c, jobs.StatusCompleted)
+}

@@ -67,6 +67,83 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- A release-tag push: the release run (check_pending), its attempt 1 and the run's
+-- github.check_run.create effect, atomically. Returns the run id, or NULL when this tag at this
+-- commit already has its run (nothing is written then).
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_create_release_run(
+    p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text,
+    p_check_run_name text, p_traceparent text DEFAULT NULL, p_now timestamptz DEFAULT NULL)
+RETURNS uuid
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+    v_run uuid;
+    v_full_name text;
+BEGIN
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
+    VALUES (p_repository_id, p_installation_id, p_ref, p_head_sha, p_workflow_file, 'check_pending', v_now, v_now)
+    ON CONFLICT ON CONSTRAINT release_runs_identity_key DO NOTHING
+    RETURNING id INTO v_run;
+    IF v_run IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO execution_attempts (release_run_id, number, created_at, updated_at) VALUES (v_run, 1, v_now, v_now);
+    SELECT full_name INTO v_full_name FROM repositories WHERE id = p_repository_id;
+    PERFORM boardreadyops_enqueue_control_plane_outbox(
+        'github.check_run.create', v_run, NULL, p_installation_id,
+        jsonb_build_object(
+            'release_run_id', v_run,
+            'installation_id', p_installation_id,
+            'repository_id', p_repository_id,
+            'repository_full_name', v_full_name,
+            'head_sha', p_head_sha,
+            'ref', p_ref,
+            'tag', substr(p_ref, length('refs/tags/') + 1),
+            'name', p_check_run_name,
+            'external_id', v_run),
+        p_traceparent, 10, v_now);
+    RETURN v_run;
+END;
+$$;
+-- +goose StatementEnd
+
+-- Complete a batch of leased jobs in one call. Raises BR001 (and completes none) when any of them
+-- is not leased by p_worker. Returns the number completed.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_complete_control_plane_jobs(
+    p_ids bigint[], p_worker text, p_now timestamptz DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+    v_count integer;
+BEGIN
+    IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 job ids per call' USING ERRCODE = '22023';
+    END IF;
+    UPDATE control_plane_jobs
+    SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL, updated_at = v_now
+    WHERE id = ANY(p_ids) AND status = 'leased' AND lease_owner = p_worker;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count <> cardinality(ARRAY(SELECT DISTINCT unnest(p_ids))) THEN
+        RAISE EXCEPTION '% of % jobs are not leased by worker %', cardinality(p_ids) - v_count, cardinality(p_ids), p_worker
+            USING ERRCODE = 'BR001';
+    END IF;
+    RETURN v_count;
+END;
+$$;
+-- +goose StatementEnd
+
 -- Put a leased job back until p_until without spending an attempt: a workflow_run that arrived
 -- before its dispatch completion was committed waits for it by time (bounded by lifecycle's match
 -- window), not by attempts.
@@ -96,15 +173,21 @@ $$;
 -- +goose StatementEnd
 
 REVOKE EXECUTE ON FUNCTION boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION boardreadyops_create_release_run(bigint, bigint, text, text, text, text, text, timestamptz) FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION boardreadyops_complete_control_plane_jobs(bigint[], text, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz) FROM PUBLIC;
 REVOKE EXECUTE ON FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+    boardreadyops_create_release_run(bigint, bigint, text, text, text, text, text, timestamptz),
+    boardreadyops_complete_control_plane_jobs(bigint[], text, timestamptz),
     boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz),
     boardreadyops_start_next_execution_attempt(uuid, text, timestamptz),
     boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz)
 TO boardreadyops_lifecycle, boardreadyops_admin;
 
 -- +goose Down
+DROP FUNCTION boardreadyops_complete_control_plane_jobs(bigint[], text, timestamptz);
+DROP FUNCTION boardreadyops_create_release_run(bigint, bigint, text, text, text, text, text, timestamptz);
 DROP FUNCTION boardreadyops_defer_control_plane_job(bigint, text, timestamptz, text, timestamptz);
 DROP FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamptz);
 DROP FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamptz);

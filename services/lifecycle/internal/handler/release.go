@@ -39,6 +39,43 @@ func (h *Handlers) settings(ctx context.Context, tx pgx.Tx, repositoryID int64) 
 	return s, nil
 }
 
+// pushTarget is what the push rules need, read in one statement.
+type pushTarget struct {
+	active, archived, removed bool
+	settings                  releaseSettings
+}
+
+// pushTarget reads the installation's activity, the repository's state and its effective release
+// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet.
+func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64) (pushTarget, error) {
+	t := pushTarget{settings: releaseSettings{WorkflowFile: h.cfg.WorkflowFile, TagPattern: h.cfg.TagPattern, Enabled: true}}
+	var wf, tp *string
+	var enabled *bool
+	err := tx.QueryRow(ctx, `
+		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL, r.archived, r.removed_at IS NOT NULL,
+		       s.workflow_file, s.tag_pattern, s.enabled
+		FROM repositories r
+		JOIN installations i ON i.id = $1
+		LEFT JOIN repository_release_settings s ON s.repository_id = r.id
+		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &wf, &tp, &enabled)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, err
+	}
+	if err != nil {
+		return t, fmt.Errorf("read repository %d: %w", repositoryID, err)
+	}
+	if wf != nil {
+		t.settings.WorkflowFile = *wf
+	}
+	if tp != nil {
+		t.settings.TagPattern = *tp
+	}
+	if enabled != nil {
+		t.settings.Enabled = *enabled
+	}
+	return t, nil
+}
+
 // installationActive reports whether new effects may be enqueued for the installation.
 func installationActive(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
 	var active bool
@@ -60,69 +97,36 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 		return ignored(), nil
 	}
 	repo := d.Repository
-	if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
+	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// First sight of this repository (or installation): record it, then read again.
+		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
+			return Result{}, err
+		}
+		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	}
+	if err != nil {
 		return Result{}, err
 	}
-	active, err := installationActive(ctx, tx, d.InstallationID)
-	if err != nil || !active {
-		return ignored(), err
-	}
-	var archived, removed bool
-	var fullName string
-	if err := tx.QueryRow(ctx, `SELECT archived, removed_at IS NOT NULL, full_name FROM repositories WHERE id = $1`, repo.ID).
-		Scan(&archived, &removed, &fullName); err != nil {
-		return Result{}, fmt.Errorf("read repository %d: %w", repo.ID, err)
-	}
-	if archived || removed {
+	if !t.active || t.archived || t.removed || !t.settings.Enabled {
 		return ignored(), nil
 	}
-	s, err := h.settings(ctx, tx, repo.ID)
-	if err != nil || !s.Enabled {
-		return ignored(), err
-	}
-	if ok, err := path.Match(s.TagPattern, tag); err != nil || !ok {
+	if ok, err := path.Match(t.settings.TagPattern, tag); err != nil || !ok {
 		if err != nil {
-			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "pattern", s.TagPattern)
+			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "pattern", t.settings.TagPattern)
 		}
 		return ignored(), nil
 	}
-
-	var runID string
-	err = tx.QueryRow(ctx, `
-		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
-		VALUES ($1, $2, $3, $4, $5, 'check_pending')
-		ON CONFLICT ON CONSTRAINT release_runs_identity_key DO NOTHING
-		RETURNING id::text`, repo.ID, d.InstallationID, p.Ref, p.After, s.WorkflowFile).Scan(&runID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ignored(), nil // this tag at this commit already has its run
-	}
+	var runID *string
+	err = tx.QueryRow(ctx, `SELECT boardreadyops_create_release_run($1, $2, $3, $4, $5, $6, $7)::text`,
+		repo.ID, d.InstallationID, p.Ref, p.After, t.settings.WorkflowFile, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&runID)
 	if err != nil {
 		return Result{}, fmt.Errorf("create release run: %w", err)
 	}
-	var attemptID string
-	if err := tx.QueryRow(ctx, `INSERT INTO execution_attempts (release_run_id, number) VALUES ($1, 1) RETURNING id::text`, runID).
-		Scan(&attemptID); err != nil {
-		return Result{}, fmt.Errorf("create attempt 1 of run %s: %w", runID, err)
+	if runID == nil {
+		return ignored(), nil // this tag at this commit already has its run
 	}
-	_, _, err = h.outbox.Enqueue(ctx, tx, outbox.NewEffect{
-		EffectType: outbox.EffectCheckRunCreate, ReleaseRunID: runID, InstallationID: d.InstallationID,
-		Traceparent: job.Traceparent,
-		Payload: map[string]any{
-			"release_run_id":       runID,
-			"installation_id":      d.InstallationID,
-			"repository_id":        repo.ID,
-			"repository_full_name": fullName,
-			"head_sha":             p.After,
-			"ref":                  p.Ref,
-			"tag":                  tag,
-			"name":                 h.cfg.CheckRunName,
-			"external_id":          runID,
-		},
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	h.logger.Info("release run created", "release_run_id", runID, "repository_id", repo.ID, "tag", tag, "head_sha", p.After)
+	h.logger.Debug("release run created", "release_run_id", *runID, "repository_id", repo.ID, "tag", tag, "head_sha", p.After)
 	return applied(1), nil
 }
 

@@ -179,14 +179,19 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 		w.logger.Error("load inbox rows failed; the batch returns to the queue when its lease expires", "error", err)
 		return
 	}
-	outs, err := w.processTx(ctx, batch, docs)
+	// Fast path: the whole batch in one transaction without savepoints. Failures are rare; when a
+	// job fails, the batch is redone with a savepoint per job so the failure stays its own.
+	outs, err := w.processTx(ctx, batch, docs, false)
+	if errors.Is(err, errJobFailed) {
+		outs, err = w.processTx(ctx, batch, docs, true)
+	}
 	if err != nil {
 		// The batch transaction itself failed (connection lost, serialization): fall back to one
 		// transaction per job, so a single bad job cannot keep failing the batch.
 		w.logger.Warn("batch transaction failed; processing its jobs one by one", "error", err, "jobs", len(batch))
 		outs = outs[:0]
 		for _, j := range batch {
-			o, err := w.processTx(ctx, []jobs.Job{j}, docs)
+			o, err := w.processTx(ctx, []jobs.Job{j}, docs, true)
 			if err != nil {
 				w.logger.Error("job transaction failed; it returns to the queue when its lease expires", "job_id", j.ID, "error", err)
 				continue
@@ -247,19 +252,29 @@ func (w *Worker) loadInbox(ctx context.Context, batch []jobs.Job) (map[int64]inb
 	return out, rows.Err()
 }
 
-func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64]inboxRow) ([]outcome, error) {
+// errJobFailed aborts a batch run without savepoints: one of its jobs failed.
+var errJobFailed = errors.New("a job of the batch failed")
+
+func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64]inboxRow, savepoints bool) ([]outcome, error) {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 	outs := make([]outcome, 0, len(batch))
+	done := make([]int64, 0, len(batch))
 	for _, j := range batch {
-		o, err := w.processJob(ctx, tx, j, docs[j.InboxID])
+		o, ok, err := w.processJob(ctx, tx, j, docs[j.InboxID], savepoints)
 		if err != nil {
 			return nil, err
 		}
+		if ok {
+			done = append(done, j.ID)
+		}
 		outs = append(outs, o)
+	}
+	if err := w.jobs.CompleteAll(ctx, tx, done, w.cfg.ID); err != nil {
+		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
@@ -267,9 +282,11 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 	return outs, nil
 }
 
-// processJob applies one job under a savepoint. An error return means the batch transaction is
-// unusable; a job's own failure is recorded (retry, defer, dead letter) and is not an error.
-func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (outcome, error) {
+// processJob applies one job; ok reports that it is to be completed with the batch. Without
+// savepoints a job failure returns errJobFailed (the caller redoes the batch with savepoints); with
+// them the failure is rolled back to the job's savepoint and recorded (retry, defer, dead letter).
+// Any other error means the batch transaction is unusable.
+func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow, savepoints bool) (outcome, bool, error) {
 	var traceparent string
 	if j.Traceparent != nil {
 		traceparent = *j.Traceparent
@@ -279,52 +296,58 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 			attribute.Int("boardreadyops.attempt", j.Attempts)))
 	defer span.End()
 
+	if !savepoints {
+		res, herr := w.handle(ctx, tx, j, row)
+		if herr != nil {
+			return outcome{}, false, errJobFailed
+		}
+		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
+		return outcome{job: j, result: res.Outcome, effects: res.Effects}, true, nil
+	}
+
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return outcome{}, fmt.Errorf("savepoint: %w", err)
+		return outcome{}, false, fmt.Errorf("savepoint: %w", err)
 	}
 	res, herr := w.handle(ctx, sp, j, row)
 	if herr == nil {
-		herr = w.jobs.Complete(ctx, sp, j.ID, w.cfg.ID)
-	}
-	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
-			return outcome{}, fmt.Errorf("release savepoint: %w", err)
+			return outcome{}, false, fmt.Errorf("release savepoint: %w", err)
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
-		return outcome{job: j, result: res.Outcome, effects: res.Effects}, nil
+		return outcome{job: j, result: res.Outcome, effects: res.Effects}, true, nil
 	}
 	if err := sp.Rollback(ctx); err != nil {
-		return outcome{}, fmt.Errorf("roll back to savepoint: %w", err)
+		return outcome{}, false, fmt.Errorf("roll back to savepoint: %w", err)
 	}
 
 	var deferErr *handler.DeferError
 	if errors.As(herr, &deferErr) {
 		if err := w.jobs.Defer(ctx, tx, j.ID, w.cfg.ID, deferErr.Until, deferErr.Reason); err != nil {
-			return outcome{}, err
+			return outcome{}, false, err
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", resultDeferred))
-		return outcome{job: j, result: resultDeferred}, nil
+		return outcome{job: j, result: resultDeferred}, false, nil
 	}
 	span.RecordError(herr)
 	span.SetStatus(codes.Error, "job failed")
 	if row.err != nil || errors.Is(herr, errPermanent) {
 		if err := w.jobs.DeadLetter(ctx, tx, j.ID, w.cfg.ID, herr.Error()); err != nil {
-			return outcome{}, err
+			return outcome{}, false, err
 		}
 		w.logger.Error("job dead-lettered", "job_id", j.ID, "kind", j.Kind, "error", herr)
-		return outcome{job: j, result: resultDeadLetter}, nil
+		return outcome{job: j, result: resultDeadLetter}, false, nil
 	}
 	status, err := w.jobs.Retry(ctx, tx, j.ID, w.cfg.ID, herr.Error(), time.Now().Add(backoff(j.Attempts, w.cfg.MaxBackoff)))
 	if err != nil {
-		return outcome{}, err
+		return outcome{}, false, err
 	}
 	if status == jobs.StatusDeadLetter {
 		w.logger.Error("job dead-lettered: attempts exhausted", "job_id", j.ID, "kind", j.Kind, "attempts", j.Attempts, "error", herr)
-		return outcome{job: j, result: resultDeadLetter}, nil
+		return outcome{job: j, result: resultDeadLetter}, false, nil
 	}
 	w.logger.Warn("job failed; retrying", "job_id", j.ID, "kind", j.Kind, "attempt", j.Attempts, "error", herr)
-	return outcome{job: j, result: resultRetried}, nil
+	return outcome{job: j, result: resultRetried}, false, nil
 }
 
 var errPermanent = errors.New("permanent job failure")

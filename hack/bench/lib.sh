@@ -1,0 +1,37 @@
+# Shared by the benchmark scripts: a fresh durable PostgreSQL (fsync on) in a temporary
+# directory, migrated, with cleanup of every process on exit. Source it; it sets $work, $db
+# (the product database URL) and $pgbench_db (a separate database on the same server).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+make -s build >/dev/null
+go build -o bin/loadgen ./hack/loadgen
+work=$(mktemp -d /tmp/boardreadyops-bench-XXXXXX)
+chmod 755 "$work"
+pids=()
+bench_cleanup() {
+	if ((${#pids[@]})); then
+		kill -TERM "${pids[@]}" 2>/dev/null || true
+		wait "${pids[@]}" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap bench_cleanup EXIT
+
+port=${BENCH_PG_PORT:-55440}
+bin/pgdev --dir "$work/pg" --port "$port" --url-file "$work/url" >"$work/pg.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 300); do [[ -s "$work/url" ]] && break; sleep 0.1; done
+[[ -s "$work/url" ]] || { cat "$work/pg.log"; exit 1; }
+db=$(<"$work/url")
+pgbench_db="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
+bin/brops migrate up --database-url "$db" >/dev/null
+
+# wait_ready URL: until the service's /readyz answers 200.
+wait_ready() {
+	for _ in $(seq 1 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done
+	echo "not ready: $1" >&2
+	return 1
+}
+
+echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/Mem:/{print $2}') GiB; PostgreSQL $(psql "$db" -Atc 'SHOW server_version' | cut -d' ' -f1), fsync on"
