@@ -11,7 +11,7 @@ STATICCHECK_VERSION := v0.8.2
 DEV_DB_DIR   := $(CURDIR)/.data/postgres
 DEV_DB_PORT  ?= 55432
 DATABASE_URL ?= postgres://postgres@127.0.0.1:$(DEV_DB_PORT)/boardreadyops?sslmode=disable
-GOTEST_FLAGS ?= -race -count=1 -timeout 20m
+GOTEST_FLAGS ?= -race -count=1 -timeout 10m
 
 .PHONY: help
 help: ## Show this help

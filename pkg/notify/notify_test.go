@@ -34,7 +34,11 @@ func TestSignalsAreCoalescedAndDelivered(t *testing.T) {
 	defer sender.Close(context.Background())
 
 	n := notify.New(sender, notify.Jobs, 50*time.Millisecond, slog.New(slog.DiscardHandler))
-	go n.Run(ctx)
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { n.Run(runCtx); close(ran) }()
+	// A pgx connection is not for concurrent use: stop the notifier before the sender closes.
+	defer func() { stopRun(); <-ran }()
 
 	// A burst of signals becomes at most a few notifications.
 	for i := 0; i < 1000; i++ {

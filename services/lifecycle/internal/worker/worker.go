@@ -119,7 +119,11 @@ func (w *Worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
 		wake := w.wakeChan() // taken before the claim, so a wake-up during it is not lost
 		start := time.Now()
-		batch, err := w.jobs.Claim(ctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+		// Shutdown must not cancel a claim in flight: the server could commit it while the client
+		// sees a cancellation, stranding the batch until its lease expires.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		batch, err := w.jobs.Claim(cctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+		cancel()
 		w.metrics.claimDuration.Observe(time.Since(start).Seconds())
 		if err != nil {
 			if ctx.Err() == nil {

@@ -1,0 +1,198 @@
+package githubapp_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+)
+
+const (
+	appID = 424242
+	inst  = 55501
+	repo  = "octo-org/hello-world"
+	sha   = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+)
+
+type env struct {
+	sim    *githubsim.Simulator
+	srv    *httptest.Server
+	client *githubapp.Client
+	key    []byte
+}
+
+func setup(t *testing.T, timeout time.Duration) *env {
+	t.Helper()
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub})
+	t.Cleanup(sim.Close)
+	sim.AddInstallation(inst, "octo-org")
+	sim.AddRepository(inst, 1296269, repo, map[string]githubsim.Workflow{
+		"boardreadyops-release.yml": githubsim.ReleaseWorkflow(),
+		"ci.yml":                    {Dispatchable: false},
+	})
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{sim: sim, srv: srv, client: c, key: key}
+}
+
+func checkRun(ext string) githubapp.CheckRun {
+	return githubapp.CheckRun{InstallationID: inst, Repository: repo, HeadSHA: sha, Name: "BoardReadyOps release", ExternalID: ext,
+		Title: "Release v1", Summary: "Release requested"}
+}
+
+func TestFindOrCreateCheckRunIsReplaySafe(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 5*time.Second)
+	ctx := context.Background()
+	// 150 check runs of the same name on the commit for other release runs: the search pages.
+	for i := 0; i < 150; i++ {
+		if _, _, err := e.client.FindOrCreateCheckRun(ctx, checkRun(fmt.Sprintf("other-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id, created, err := e.client.FindOrCreateCheckRun(ctx, checkRun("run-1"))
+	if err != nil || !created {
+		t.Fatalf("first: %d %v %v", id, created, err)
+	}
+	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpListCheckRuns, Latency: 0}) // no-op fault: journal only
+	again, created, err := e.client.FindOrCreateCheckRun(ctx, checkRun("run-1"))
+	if err != nil || created || again != id {
+		t.Fatalf("replay: %d %v %v, want %d reused", again, created, err, id)
+	}
+	if n := len(e.sim.CheckRuns("run-1")); n != 1 {
+		t.Fatalf("%d check runs for run-1", n)
+	}
+	if err := e.client.CompleteCheckRun(ctx, githubapp.Completion{InstallationID: inst, Repository: repo, CheckRunID: id,
+		Name: "BoardReadyOps release", Conclusion: "success", Title: "Released", Summary: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := e.sim.CheckRuns("run-1")[0]; c.Status != "completed" || *c.Conclusion != "success" {
+		t.Fatalf("check run %+v", c)
+	}
+}
+
+func TestDispatchWorkflow(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 5*time.Second)
+	ctx := context.Background()
+	inputs := map[string]string{"release_run_id": "r1", "execution_attempt_id": "a1"}
+	id, err := e.client.DispatchWorkflow(ctx, githubapp.Dispatch{InstallationID: inst, Repository: repo,
+		WorkflowFile: "boardreadyops-release.yml", Ref: "refs/tags/v1.0.0", Inputs: inputs})
+	if err != nil || id <= 0 {
+		t.Fatalf("dispatch: %d %v", id, err)
+	}
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 || runs[0].ID != id || runs[0].DisplayTitle != "release r1 attempt a1" || e.sim.Dispatches("a1") != 1 {
+		t.Fatalf("runs %+v", runs)
+	}
+	listed, err := e.client.ListWorkflowRuns(ctx, inst, repo, "boardreadyops-release.yml", "workflow_dispatch", time.Now().Add(-time.Hour), 10)
+	if err != nil || len(listed) != 1 || listed[0].ID != id {
+		t.Fatalf("list: %+v %v", listed, err)
+	}
+}
+
+func TestFailureClasses(t *testing.T) {
+	t.Parallel()
+	dispatch := func(e *env, file string, inputs map[string]string, inst int64) error {
+		_, err := e.client.DispatchWorkflow(context.Background(), githubapp.Dispatch{InstallationID: inst, Repository: repo,
+			WorkflowFile: file, Ref: "refs/tags/v1", Inputs: inputs})
+		return err
+	}
+	good := map[string]string{"release_run_id": "r", "execution_attempt_id": "a"}
+	tests := []struct {
+		name       string
+		fault      *githubsim.Fault
+		prepare    func(*env)
+		file       string
+		inputs     map[string]string
+		inst       int64
+		want       githubapp.Class
+		status     int
+		dispatched int // dispatches that reached the simulator's state
+	}{
+		{"workflow missing", nil, nil, "missing.yml", good, inst, githubapp.Rejected, 404, 0},
+		{"no workflow_dispatch trigger", nil, nil, "ci.yml", good, inst, githubapp.Rejected, 422, 0},
+		{"inputs do not match", nil, nil, "boardreadyops-release.yml", map[string]string{"other": "x"}, inst, githubapp.Rejected, 422, 0},
+		{"installation unknown", nil, nil, "boardreadyops-release.yml", good, 999, githubapp.Rejected, 404, 0},
+		{"primary rate limit", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, PrimaryRateLimit: true, RetryAfter: 30 * time.Second},
+			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 403, 0},
+		{"secondary rate limit", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, SecondaryRateLimit: true, RetryAfter: 20 * time.Second},
+			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 429, 0},
+		{"server error", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, ServerErrorRate: 1}, nil,
+			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 502, 0},
+		{"connection dropped after processing", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, DropAfterProcessing: true}, nil,
+			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 0, 1},
+		{"hanging request times out after writing", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, Hang: true}, nil,
+			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 0, 0},
+		{"token endpoint fails transiently", &githubsim.Fault{Operation: githubsim.OpCreateToken, ServerErrorRate: 1}, nil,
+			"boardreadyops-release.yml", good, inst, githubapp.NotDelivered, 502, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, time.Second)
+			if tt.fault != nil {
+				e.sim.AddFault(*tt.fault)
+			}
+			err := dispatch(e, tt.file, tt.inputs, tt.inst)
+			var ge *githubapp.Error
+			if !errors.As(err, &ge) || ge.Class != tt.want || ge.Status != tt.status {
+				t.Fatalf("error %v, want class %v status %d", err, tt.want, tt.status)
+			}
+			if tt.want == githubapp.RateLimited && time.Until(ge.RetryAt) < 10*time.Second {
+				t.Fatalf("retry at %v is not the advertised reset", ge.RetryAt)
+			}
+			if n := e.sim.DispatchTotal(); n != tt.dispatched {
+				t.Fatalf("%d dispatches reached GitHub, want %d", n, tt.dispatched)
+			}
+		})
+	}
+}
+
+func TestNotDeliveredWhenGitHubIsUnreachable(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	key, _, _ := githubsim.NewAppKey()
+	c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: "http://" + addr, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.DispatchWorkflow(context.Background(), githubapp.Dispatch{InstallationID: inst, Repository: repo, WorkflowFile: "x.yml", Ref: "v1"})
+	if githubapp.ClassOf(err) != githubapp.NotDelivered {
+		t.Fatalf("error %v, want NotDelivered", err)
+	}
+}
+
+func TestWrongAppKeyIsRejected(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 5*time.Second)
+	other, _, _ := githubsim.NewAppKey()
+	c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: other, BaseURL: e.srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = c.FindOrCreateCheckRun(context.Background(), checkRun("x"))
+	var ge *githubapp.Error
+	if !errors.As(err, &ge) || ge.Class != githubapp.Rejected || ge.Status != 401 {
+		t.Fatalf("error %v, want Rejected 401", err)
+	}
+}

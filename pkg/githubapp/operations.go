@@ -1,0 +1,218 @@
+package githubapp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+)
+
+// Operation names: span names, metric labels and error prefixes (a closed set).
+const (
+	OpListCheckRuns    = "list_check_runs"
+	OpCreateCheckRun   = "create_check_run"
+	OpUpdateCheckRun   = "update_check_run"
+	OpDispatchWorkflow = "dispatch_workflow"
+	OpListWorkflowRuns = "list_workflow_runs"
+	OpListDeliveries   = "list_deliveries"
+	OpRedeliver        = "redeliver"
+)
+
+// maxCheckRunPages bounds the search for an existing check run (100 per page).
+const maxCheckRunPages = 10
+
+// CheckRun identifies the check run of a release run.
+type CheckRun struct {
+	InstallationID int64
+	Repository     string // owner/name
+	HeadSHA        string
+	Name           string
+	ExternalID     string // the release run id
+	Title, Summary string
+}
+
+// FindOrCreateCheckRun is replay-safe check-run creation: it lists the commit's check runs with
+// this name and reuses the one whose external_id matches; only when none does it creates one. It
+// returns the check run id and whether it was created now.
+func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, bool, error) {
+	owner, repo, err := splitRepo(cr.Repository)
+	if err != nil {
+		return 0, false, err
+	}
+	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
+	for page := 0; page < maxCheckRunPages; page++ {
+		var res *github.ListCheckRunsResults
+		var next int
+		err := c.call(ctx, OpListCheckRuns, cr.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+			var resp *github.Response
+			var err error
+			res, resp, err = gh.Checks.ListCheckRunsForRef(ctx, owner, repo, cr.HeadSHA, opts)
+			if resp != nil {
+				next = resp.NextPage
+			}
+			return resp, err
+		})
+		if err != nil {
+			return 0, false, err
+		}
+		for _, run := range res.CheckRuns {
+			if run.GetExternalID() == cr.ExternalID && run.GetName() == cr.Name {
+				return run.GetID(), false, nil
+			}
+		}
+		if next == 0 {
+			break
+		}
+		opts.Page = next
+	}
+	var created *github.CheckRun
+	err = c.call(ctx, OpCreateCheckRun, cr.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		var resp *github.Response
+		var err error
+		created, resp, err = gh.Checks.CreateCheckRun(ctx, owner, repo, github.CreateCheckRunOptions{
+			Name: cr.Name, HeadSHA: cr.HeadSHA, ExternalID: &cr.ExternalID, Status: github.String("in_progress"),
+			Output: &github.CheckRunOutput{Title: &cr.Title, Summary: &cr.Summary},
+		})
+		return resp, err
+	})
+	if err != nil {
+		return 0, false, err
+	}
+	return created.GetID(), true, nil
+}
+
+// Dispatch is a workflow_dispatch request.
+type Dispatch struct {
+	InstallationID int64
+	Repository     string
+	WorkflowFile   string
+	Ref            string
+	Inputs         map[string]string
+}
+
+// DispatchWorkflow dispatches the workflow and returns the id of the run GitHub created. It asks
+// for the run's details (return_run_details: true), a field go-github v62 predates, so the request
+// is built with NewRequest and Do. A 204 (no details) is ErrNoRunDetails, classed MaybeDelivered:
+// GitHub did create a run, but which one is unknown.
+func (c *Client) DispatchWorkflow(ctx context.Context, d Dispatch) (int64, error) {
+	owner, repo, err := splitRepo(d.Repository)
+	if err != nil {
+		return 0, err
+	}
+	var out struct {
+		WorkflowRunID int64  `json:"workflow_run_id"`
+		RunURL        string `json:"run_url"`
+		HTMLURL       string `json:"html_url"`
+	}
+	var status int
+	err = c.call(ctx, OpDispatchWorkflow, d.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		req, err := gh.NewRequest(http.MethodPost, fmt.Sprintf("repos/%s/%s/actions/workflows/%s/dispatches",
+			url.PathEscape(owner), url.PathEscape(repo), url.PathEscape(d.WorkflowFile)), map[string]any{
+			"ref": d.Ref, "inputs": d.Inputs, "return_run_details": true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		resp, err := gh.Do(ctx, req, &out)
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		return resp, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if status == http.StatusNoContent || out.WorkflowRunID <= 0 {
+		return 0, &Error{Op: OpDispatchWorkflow, Class: MaybeDelivered, Status: status, Err: ErrNoRunDetails}
+	}
+	return out.WorkflowRunID, nil
+}
+
+// Completion completes a check run.
+type Completion struct {
+	InstallationID int64
+	Repository     string
+	CheckRunID     int64
+	Name           string
+	Conclusion     string
+	Title, Summary string
+	DetailsURL     string
+}
+
+// CompleteCheckRun sets the check run to completed with the conclusion (replay-safe: completing
+// twice leaves the same state).
+func (c *Client) CompleteCheckRun(ctx context.Context, cc Completion) error {
+	owner, repo, err := splitRepo(cc.Repository)
+	if err != nil {
+		return err
+	}
+	opts := github.UpdateCheckRunOptions{
+		Name: cc.Name, Status: github.String("completed"), Conclusion: &cc.Conclusion,
+		CompletedAt: &github.Timestamp{Time: time.Now().UTC()},
+		Output:      &github.CheckRunOutput{Title: &cc.Title, Summary: &cc.Summary},
+	}
+	if cc.DetailsURL != "" {
+		opts.DetailsURL = &cc.DetailsURL
+	}
+	return c.call(ctx, OpUpdateCheckRun, cc.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		_, resp, err := gh.Checks.UpdateCheckRun(ctx, owner, repo, cc.CheckRunID, opts)
+		return resp, err
+	})
+}
+
+// WorkflowRun is what reconciliation needs to know of a run.
+type WorkflowRun struct {
+	ID           int64     `json:"id"`
+	Name         string    `json:"name"`
+	DisplayTitle string    `json:"display_title"`
+	Event        string    `json:"event"`
+	Status       string    `json:"status"`
+	Conclusion   string    `json:"conclusion,omitempty"`
+	HeadBranch   string    `json:"head_branch"`
+	CreatedAt    time.Time `json:"created_at"`
+	HTMLURL      string    `json:"html_url"`
+}
+
+// ListWorkflowRuns lists (read-only) the workflow's runs of event created at or after since,
+// newest first, at most limit.
+func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, repository, workflowFile, event string, since time.Time, limit int) ([]WorkflowRun, error) {
+	owner, repo, err := splitRepo(repository)
+	if err != nil {
+		return nil, err
+	}
+	opts := &github.ListWorkflowRunsOptions{Event: event, Created: ">=" + since.UTC().Format(time.RFC3339),
+		ListOptions: github.ListOptions{PerPage: 100}}
+	var out []WorkflowRun
+	for len(out) < limit {
+		var runs *github.WorkflowRuns
+		var next int
+		err := c.call(ctx, OpListWorkflowRuns, installationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+			var resp *github.Response
+			var err error
+			runs, resp, err = gh.Actions.ListWorkflowRunsByFileName(ctx, owner, repo, workflowFile, opts)
+			if resp != nil {
+				next = resp.NextPage
+			}
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range runs.WorkflowRuns {
+			out = append(out, WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
+				Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
+				HTMLURL: r.GetHTMLURL()})
+		}
+		if next == 0 {
+			break
+		}
+		opts.Page = next
+	}
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}

@@ -1,0 +1,254 @@
+package githubsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// WorkflowRun is a workflow run in GitHub's shape (plus the dispatch inputs, which GitHub does not
+// return; the simulator keeps them for assertions and run names).
+type WorkflowRun struct {
+	ID           int64     `json:"id"`
+	Name         string    `json:"name"`
+	DisplayTitle string    `json:"display_title"`
+	RunNumber    int       `json:"run_number"`
+	RunAttempt   int       `json:"run_attempt"`
+	Event        string    `json:"event"`
+	Status       string    `json:"status"`
+	Conclusion   *string   `json:"conclusion"`
+	HeadBranch   string    `json:"head_branch"`
+	HeadSHA      string    `json:"head_sha"`
+	Path         string    `json:"path"`
+	WorkflowID   int64     `json:"workflow_id"`
+	URL          string    `json:"url"`
+	HTMLURL      string    `json:"html_url"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
+
+	Inputs map[string]string `json:"-"`
+	repo   *repository
+	file   string
+}
+
+// WorkflowRuns returns copies of every run, oldest first.
+func (s *Simulator) WorkflowRuns() []WorkflowRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]WorkflowRun, 0, len(s.runs))
+	for _, r := range s.runs {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Dispatches is the number of accepted dispatches that carried this execution_attempt_id input.
+func (s *Simulator) Dispatches(executionAttemptID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dispatches[executionAttemptID]
+}
+
+// DispatchTotal is the number of accepted dispatches.
+func (s *Simulator) DispatchTotal() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.dispatches {
+		n += c
+	}
+	return n
+}
+
+// AddWorkflowRun records a run as if someone had started it (decoys for reconciliation tests).
+func (s *Simulator) AddWorkflowRun(fullName, file, event, displayTitle string, created time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	repo := s.repos[strings.ToLower(fullName)]
+	id := s.id()
+	s.runs[id] = &WorkflowRun{ID: id, Name: "Release", DisplayTitle: displayTitle, RunNumber: int(id % 100000), RunAttempt: 1,
+		Event: event, Status: "completed", Conclusion: ptr("success"), Path: ".github/workflows/" + file, CreatedAt: created,
+		UpdatedAt: created, repo: repo, file: file,
+		HTMLURL: fmt.Sprintf("https://github.com/%s/actions/runs/%d", fullName, id)}
+	return id
+}
+
+func ptr[T any](v T) *T { return &v }
+
+type dispatchRequest struct {
+	Ref              string            `json:"ref"`
+	Inputs           map[string]string `json:"inputs"`
+	ReturnRunDetails bool              `json:"return_run_details"`
+}
+
+// dispatchWorkflow: POST /repos/{owner}/{repo}/actions/workflows/{file}/dispatches.
+func (s *Simulator) dispatchWorkflow(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	var req dispatchRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	file := r.PathValue("file")
+	wf, ok := repo.workflows[file]
+	if !ok {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if !wf.Dispatchable {
+		writeError(w, http.StatusUnprocessableEntity, "Workflow does not have 'workflow_dispatch' trigger")
+		return
+	}
+	if req.Ref == "" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n\"ref\" wasn't supplied.")
+		return
+	}
+	declared := map[string]bool{}
+	for _, in := range wf.Inputs {
+		declared[in] = true
+		if _, ok := req.Inputs[in]; !ok {
+			writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Required input '%s' not provided", in))
+			return
+		}
+	}
+	var unexpected []string
+	for k := range req.Inputs {
+		if !declared[k] {
+			unexpected = append(unexpected, k)
+		}
+	}
+	if len(unexpected) > 0 {
+		sort.Strings(unexpected)
+		writeError(w, http.StatusUnprocessableEntity, fmt.Sprintf("Unexpected inputs provided: %q", unexpected))
+		return
+	}
+
+	now := s.now().UTC().Truncate(time.Second)
+	id := s.id()
+	title := "Release"
+	if rr, ea := req.Inputs["release_run_id"], req.Inputs["execution_attempt_id"]; rr != "" && ea != "" {
+		title = fmt.Sprintf("release %s attempt %s", rr, ea) // the documented run-name
+	}
+	run := &WorkflowRun{ID: id, Name: "Release", DisplayTitle: title, RunNumber: int(id % 100000), RunAttempt: 1,
+		Event: "workflow_dispatch", Status: "queued", HeadBranch: strings.TrimPrefix(strings.TrimPrefix(req.Ref, "refs/tags/"), "refs/heads/"),
+		HeadSHA: fmt.Sprintf("%040x", id), Path: ".github/workflows/" + file, WorkflowID: int64(len(file)) + 159000,
+		URL: s.apiURL(r, "/repos/%s/actions/runs/%d", repo.fullName, id), HTMLURL: fmt.Sprintf("https://github.com/%s/actions/runs/%d", repo.fullName, id),
+		CreatedAt: now, UpdatedAt: now, Inputs: req.Inputs, repo: repo, file: file}
+	s.mu.Lock()
+	s.runs[id] = run
+	s.dispatches[req.Inputs["execution_attempt_id"]]++
+	s.mu.Unlock()
+	s.scheduleRun(run)
+
+	if !req.ReturnRunDetails {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workflow_run_id": id, "run_url": run.URL, "html_url": run.HTMLURL})
+}
+
+// getWorkflowRun: GET /repos/{owner}/{repo}/actions/runs/{id}.
+func (s *Simulator) getWorkflowRun(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	id, _ := pathInt(r, "id")
+	s.mu.Lock()
+	run := s.runs[id]
+	var out WorkflowRun
+	if run != nil {
+		out = *run
+	}
+	s.mu.Unlock()
+	if run == nil || run.repo != repo {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// listWorkflowRuns: GET /repos/{owner}/{repo}/actions/workflows/{file}/runs (event, status,
+// created ">=RFC3339", per_page, page), newest first.
+func (s *Simulator) listWorkflowRuns(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	q := r.URL.Query()
+	file, event, status := r.PathValue("file"), q.Get("event"), q.Get("status")
+	var since time.Time
+	if c := q.Get("created"); c != "" {
+		t, err := time.Parse(time.RFC3339, strings.TrimPrefix(c, ">="))
+		if err != nil {
+			writeError(w, http.StatusUnprocessableEntity, "Invalid created filter")
+			return
+		}
+		since = t
+	}
+	s.mu.Lock()
+	var matches []WorkflowRun
+	for _, run := range s.runs {
+		if run.repo == repo && run.file == file && (event == "" || run.Event == event) && (status == "" || run.Status == status) &&
+			!run.CreatedAt.Before(since) {
+			matches = append(matches, *run)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(matches, func(i, j int) bool { return matches[i].ID > matches[j].ID })
+	page, perPage := paging(r)
+	total := len(matches)
+	from, to := min((page-1)*perPage, total), min(page*perPage, total)
+	if to < total {
+		next := *r.URL
+		qq := next.Query()
+		qq.Set("page", strconv.Itoa(page+1))
+		qq.Set("per_page", strconv.Itoa(perPage))
+		next.RawQuery = qq.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, s.apiURL(r, "%s", next.RequestURI())))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": total, "workflow_runs": matches[from:to]})
+}
+
+// scheduleRun plays a dispatched run: requested, in_progress and completed webhooks, RunDelay
+// apart, when a webhook URL is configured.
+func (s *Simulator) scheduleRun(run *WorkflowRun) {
+	if s.opts.WebhookURL == "" {
+		return
+	}
+	conclusion := "success"
+	if s.opts.Conclusion != nil {
+		conclusion = s.opts.Conclusion(run.repo.fullName, run.HeadBranch, run.Inputs)
+	}
+	start := s.now()
+	for i, step := range []string{"requested", "in_progress", "completed"} {
+		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), run.ID, step, conclusion)
+	}
+}
+
+// runEvent advances a run and returns the workflow_run webhook payload for it.
+func (s *Simulator) runEvent(runID int64, action, conclusion string) ([]byte, *repository) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run := s.runs[runID]
+	if run == nil {
+		return nil, nil
+	}
+	run.UpdatedAt = s.now().UTC().Truncate(time.Second)
+	switch action {
+	case "requested":
+		run.Status = "queued"
+	case "in_progress":
+		run.Status = "in_progress"
+	case "completed":
+		run.Status, run.Conclusion = "completed", &conclusion
+	}
+	repo := run.repo
+	owner, name, _ := strings.Cut(repo.fullName, "/")
+	payload, _ := json.Marshal(map[string]any{
+		"action":       action,
+		"workflow_run": run,
+		"workflow":     map[string]any{"id": run.WorkflowID, "name": run.Name, "path": run.Path, "state": "active"},
+		"repository": map[string]any{"id": repo.id, "name": name, "full_name": repo.fullName, "private": true,
+			"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"},
+		"installation": map[string]any{"id": repo.installationID},
+		"sender":       map[string]any{"login": "boardreadyops[bot]", "type": "Bot"},
+	})
+	return payload, repo
+}

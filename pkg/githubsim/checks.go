@@ -1,0 +1,227 @@
+package githubsim
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+)
+
+// CheckRun is a check run in GitHub's shape.
+type CheckRun struct {
+	ID          int64          `json:"id"`
+	NodeID      string         `json:"node_id"`
+	HeadSHA     string         `json:"head_sha"`
+	ExternalID  string         `json:"external_id"`
+	Name        string         `json:"name"`
+	Status      string         `json:"status"`
+	Conclusion  *string        `json:"conclusion"`
+	StartedAt   *time.Time     `json:"started_at"`
+	CompletedAt *time.Time     `json:"completed_at"`
+	DetailsURL  string         `json:"details_url,omitempty"`
+	URL         string         `json:"url"`
+	HTMLURL     string         `json:"html_url"`
+	Output      CheckRunOutput `json:"output"`
+	App         struct {
+		ID   int64  `json:"id"`
+		Slug string `json:"slug"`
+	} `json:"app"`
+	repo string
+}
+
+// CheckRunOutput is a check run's output.
+type CheckRunOutput struct {
+	Title   *string `json:"title"`
+	Summary *string `json:"summary"`
+	Text    *string `json:"text,omitempty"`
+}
+
+// CheckRuns returns copies of the check runs whose external_id is externalID.
+func (s *Simulator) CheckRuns(externalID string) []CheckRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []CheckRun
+	for _, c := range s.checkRuns {
+		if c.ExternalID == externalID {
+			out = append(out, *c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// CheckRunCount is the number of check runs in total.
+func (s *Simulator) CheckRunCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.checkRuns)
+}
+
+// listCheckRuns: GET /repos/{owner}/{repo}/commits/{ref}/check-runs (check_name, filter, status,
+// per_page, page). The ref is a commit SHA here.
+func (s *Simulator) listCheckRuns(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	q := r.URL.Query()
+	ref, name, status := r.PathValue("ref"), q.Get("check_name"), q.Get("status")
+	latestOnly := q.Get("filter") != "all"
+	s.mu.Lock()
+	var matches []CheckRun
+	for _, c := range s.checkRuns {
+		if c.repo == repo.fullName && c.HeadSHA == ref && (name == "" || c.Name == name) && (status == "" || c.Status == status) {
+			matches = append(matches, *c)
+		}
+	}
+	s.mu.Unlock()
+	sort.Slice(matches, func(i, j int) bool { return matches[i].ID > matches[j].ID }) // newest first
+	if latestOnly {
+		seen := map[string]bool{}
+		kept := matches[:0]
+		for _, c := range matches {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				kept = append(kept, c)
+			}
+		}
+		matches = kept
+	}
+	page, perPage := paging(r)
+	total := len(matches)
+	from, to := min((page-1)*perPage, total), min(page*perPage, total)
+	if to < total {
+		next := *r.URL
+		qq := next.Query()
+		qq.Set("page", strconv.Itoa(page+1))
+		qq.Set("per_page", strconv.Itoa(perPage))
+		next.RawQuery = qq.Encode()
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`, s.apiURL(r, "%s", next.RequestURI())))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"total_count": total, "check_runs": matches[from:to]})
+}
+
+func paging(r *http.Request) (page, perPage int) {
+	page, perPage = 1, 30
+	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		perPage = min(v, 100)
+	}
+	return page, perPage
+}
+
+type checkRunRequest struct {
+	Name        *string         `json:"name"`
+	HeadSHA     *string         `json:"head_sha"`
+	ExternalID  *string         `json:"external_id"`
+	DetailsURL  *string         `json:"details_url"`
+	Status      *string         `json:"status"`
+	Conclusion  *string         `json:"conclusion"`
+	StartedAt   *time.Time      `json:"started_at"`
+	CompletedAt *time.Time      `json:"completed_at"`
+	Output      *CheckRunOutput `json:"output"`
+}
+
+var (
+	checkStatuses    = map[string]bool{"queued": true, "in_progress": true, "completed": true}
+	checkConclusions = map[string]bool{"action_required": true, "cancelled": true, "failure": true, "neutral": true,
+		"success": true, "skipped": true, "stale": true, "timed_out": true}
+)
+
+func (req *checkRunRequest) validate() string {
+	if req.Status != nil && !checkStatuses[*req.Status] {
+		return "Invalid request.\n\nNo subschema in \"oneOf\" matched: status"
+	}
+	if req.Conclusion != nil && !checkConclusions[*req.Conclusion] {
+		return "Invalid request.\n\nNo subschema in \"oneOf\" matched: conclusion"
+	}
+	if req.Status != nil && *req.Status == "completed" && req.Conclusion == nil {
+		return "Invalid request.\n\n\"conclusion\" is required when \"status\" is \"completed\"."
+	}
+	return ""
+}
+
+func (s *Simulator) apply(c *CheckRun, req *checkRunRequest) {
+	now := s.now().UTC().Truncate(time.Second)
+	if req.Name != nil {
+		c.Name = *req.Name
+	}
+	if req.ExternalID != nil {
+		c.ExternalID = *req.ExternalID
+	}
+	if req.DetailsURL != nil {
+		c.DetailsURL = *req.DetailsURL
+	}
+	if req.Status != nil {
+		c.Status = *req.Status
+	}
+	if req.Conclusion != nil {
+		c.Conclusion = req.Conclusion
+		c.Status = "completed"
+	}
+	if c.Status == "completed" && c.CompletedAt == nil {
+		c.CompletedAt = &now
+	}
+	if c.Status != "completed" {
+		c.Conclusion, c.CompletedAt = nil, nil
+	}
+	if c.Status == "in_progress" && c.StartedAt == nil {
+		c.StartedAt = &now
+	}
+	if req.Output != nil {
+		c.Output = *req.Output
+	}
+}
+
+// createCheckRun: POST /repos/{owner}/{repo}/check-runs.
+func (s *Simulator) createCheckRun(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	var req checkRunRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if req.Name == nil || *req.Name == "" || req.HeadSHA == nil || *req.HeadSHA == "" {
+		writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\n\"name\" and \"head_sha\" are required.")
+		return
+	}
+	if msg := req.validate(); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	id := s.id()
+	c := &CheckRun{ID: id, NodeID: fmt.Sprintf("CR_sim%d", id), HeadSHA: *req.HeadSHA, Status: "queued", repo: repo.fullName,
+		URL:     s.apiURL(r, "/repos/%s/check-runs/%d", repo.fullName, id),
+		HTMLURL: fmt.Sprintf("https://github.com/%s/runs/%d", repo.fullName, id)}
+	c.App.ID, c.App.Slug = s.opts.AppID, "boardreadyops"
+	s.apply(c, &req)
+	s.mu.Lock()
+	s.checkRuns[id] = c
+	out := *c
+	s.mu.Unlock()
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// updateCheckRun: PATCH /repos/{owner}/{repo}/check-runs/{id}.
+func (s *Simulator) updateCheckRun(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
+	id, ok := pathInt(r, "id")
+	var req checkRunRequest
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+		return
+	}
+	if msg := req.validate(); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, msg)
+		return
+	}
+	s.mu.Lock()
+	c := s.checkRuns[id]
+	if !ok || c == nil || c.repo != repo.fullName {
+		s.mu.Unlock()
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	s.apply(c, &req)
+	out := *c
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,140 @@
+package githubsim
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// Fault is an injected misbehaviour. It applies to requests of Operation ("" for any) for
+// InstallationID (0 for any), at most Times times (0: until cleared).
+type Fault struct {
+	Operation      string
+	InstallationID int64
+	Times          int
+
+	// Latency delays the response.
+	Latency time.Duration
+	// ServerErrorRate is the probability (0..1) of answering 502 without processing.
+	ServerErrorRate float64
+	// PrimaryRateLimit answers 403 with x-ratelimit-remaining: 0 and x-ratelimit-reset RetryAfter
+	// from now.
+	PrimaryRateLimit bool
+	// SecondaryRateLimit answers 429 with Retry-After (RetryAfter, in seconds).
+	SecondaryRateLimit bool
+	RetryAfter         time.Duration
+	// Hang holds the request until the client gives up.
+	Hang bool
+	// DropAfterProcessing processes the request, then closes the connection without a response:
+	// GitHub did the work, the client cannot know ("maybe delivered").
+	DropAfterProcessing bool
+
+	applied int
+}
+
+// AddFault injects f until it has applied Times times or ClearFaults is called.
+func (s *Simulator) AddFault(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, &f)
+}
+
+// ClearFaults removes every injected fault.
+func (s *Simulator) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// applyFault applies the first matching fault. It reports whether the response was already
+// written, and returns the writer the handler must use (one that drops the connection when the
+// fault says so).
+func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, info *reqInfo) (bool, http.ResponseWriter) {
+	s.mu.Lock()
+	var f *Fault
+	for _, c := range s.faults {
+		if (c.Operation == "" || c.Operation == info.op) && (c.InstallationID == 0 || c.InstallationID == info.installationID) &&
+			(c.Times == 0 || c.applied < c.Times) {
+			f = c
+			c.applied++
+			break
+		}
+	}
+	var snapshot Fault
+	if f != nil {
+		snapshot = *f
+	}
+	s.mu.Unlock()
+	if f == nil {
+		return false, w
+	}
+	f = &snapshot
+	if f.Latency > 0 {
+		select {
+		case <-time.After(f.Latency):
+		case <-r.Context().Done():
+			return true, w
+		}
+	}
+	switch {
+	case f.Hang:
+		// Read the body first: only then does the server watch the connection and cancel the
+		// request context when the client gives up. Bounded, so a test cannot hang forever.
+		_, _ = io.Copy(io.Discard, http.MaxBytesReader(w, r.Body, 1<<20))
+		select {
+		case <-r.Context().Done():
+		case <-time.After(2 * time.Minute):
+		}
+		return true, w
+	case f.PrimaryRateLimit:
+		reset := s.now().Add(f.RetryAfter)
+		w.Header().Set("x-ratelimit-limit", "5000")
+		w.Header().Set("x-ratelimit-remaining", "0")
+		w.Header().Set("x-ratelimit-used", "5000")
+		w.Header().Set("x-ratelimit-reset", strconv.FormatInt(reset.Unix(), 10))
+		w.Header().Set("x-ratelimit-resource", "core")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", info.installationID))
+		return true, w
+	case f.SecondaryRateLimit:
+		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Seconds())))
+		writeError(w, http.StatusTooManyRequests, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+		return true, w
+	case f.ServerErrorRate > 0 && rand.Float64() < f.ServerErrorRate:
+		writeError(w, http.StatusBadGateway, "Server Error")
+		return true, w
+	case f.DropAfterProcessing:
+		return false, &dropWriter{orig: w}
+	}
+	return false, w
+}
+
+// dropWriter closes the client's connection instead of answering.
+type dropWriter struct {
+	orig   http.ResponseWriter
+	header http.Header
+	done   bool
+}
+
+func (d *dropWriter) Header() http.Header {
+	if d.header == nil {
+		d.header = http.Header{}
+	}
+	return d.header
+}
+
+func (d *dropWriter) WriteHeader(int) { d.drop() }
+
+func (d *dropWriter) Write(b []byte) (int, error) { d.drop(); return len(b), nil }
+
+func (d *dropWriter) drop() {
+	if d.done {
+		return
+	}
+	d.done = true
+	if conn, _, err := http.NewResponseController(d.orig).Hijack(); err == nil {
+		_ = conn.Close()
+	}
+}

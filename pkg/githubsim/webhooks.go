@@ -1,0 +1,284 @@
+package githubsim
+
+import (
+	"bytes"
+	"container/heap"
+	"context"
+	"crypto/rand"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+)
+
+// HookDelivery is one webhook delivery as GET /app/hook/deliveries lists it.
+type HookDelivery struct {
+	ID             int64     `json:"id"`
+	GUID           string    `json:"guid"`
+	DeliveredAt    time.Time `json:"delivered_at"`
+	Redelivery     bool      `json:"redelivery"`
+	Duration       float64   `json:"duration"`
+	Status         string    `json:"status"`
+	StatusCode     int       `json:"status_code"`
+	Event          string    `json:"event"`
+	Action         string    `json:"action"`
+	InstallationID int64     `json:"installation_id"`
+	RepositoryID   int64     `json:"repository_id"`
+	payload        []byte
+}
+
+// Deliveries returns copies of every webhook delivery attempt, oldest first.
+func (s *Simulator) Deliveries() []HookDelivery {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]HookDelivery, len(s.deliveries))
+	for i, d := range s.deliveries {
+		out[i] = *d
+	}
+	return out
+}
+
+// RecordDelivery adds a delivery to the App's delivery log without sending it (tests of
+// redelivery: a delivery GitHub attempted that failed).
+func (s *Simulator) RecordDelivery(guid, event, action string, statusCode int, payload []byte, at time.Time) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d := &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: at, StatusCode: statusCode, Status: deliveryStatus(statusCode),
+		Event: event, Action: action, payload: payload}
+	s.deliveries = append(s.deliveries, d)
+	return d.ID
+}
+
+func deliveryStatus(code int) string {
+	if code >= 200 && code < 300 {
+		return "OK"
+	}
+	if code == 0 {
+		return "Timed out"
+	}
+	return fmt.Sprintf("Invalid HTTP Response: %d", code)
+}
+
+func newGUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
+}
+
+// send posts one signed webhook to the configured URL and records the delivery.
+func (s *Simulator) send(ctx context.Context, client *http.Client, guid, event, action string, payload []byte, redelivery bool) int {
+	start := s.now()
+	code := 0
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.WebhookURL, bytes.NewReader(payload))
+	if err == nil {
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "GitHub-Hookshot/sim")
+		req.Header.Set("X-GitHub-Event", event)
+		req.Header.Set("X-GitHub-Delivery", guid)
+		req.Header.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
+		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(s.opts.WebhookSecret, payload))
+		if resp, err := client.Do(req); err == nil {
+			code = resp.StatusCode
+			resp.Body.Close()
+		}
+	}
+	s.mu.Lock()
+	s.deliveries = append(s.deliveries, &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: start.UTC(), Redelivery: redelivery,
+		Duration: s.now().Sub(start).Seconds(), Status: deliveryStatus(code), StatusCode: code, Event: event, Action: action, payload: payload})
+	if len(s.deliveries) > journalCap {
+		s.deliveries = s.deliveries[len(s.deliveries)-journalCap:]
+	}
+	s.mu.Unlock()
+	return code
+}
+
+// listDeliveries: GET /app/hook/deliveries (per_page, cursor), newest first; the cursor is the id
+// of the last delivery of the previous page.
+func (s *Simulator) listDeliveries(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
+	_, perPage := paging(r)
+	var cursor int64
+	if c := r.URL.Query().Get("cursor"); c != "" {
+		v, err := strconv.ParseInt(c, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusUnprocessableEntity, "Invalid cursor")
+			return
+		}
+		cursor = v
+	}
+	s.mu.Lock()
+	var page []HookDelivery
+	more := false
+	for i := len(s.deliveries) - 1; i >= 0; i-- {
+		d := s.deliveries[i]
+		if cursor != 0 && d.ID >= cursor {
+			continue
+		}
+		if len(page) == perPage {
+			more = true
+			break
+		}
+		page = append(page, *d)
+	}
+	s.mu.Unlock()
+	if more {
+		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`,
+			s.apiURL(r, "/app/hook/deliveries?per_page=%d&cursor=%d", perPage, page[len(page)-1].ID)))
+	}
+	if page == nil {
+		page = []HookDelivery{}
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// redeliver: POST /app/hook/deliveries/{id}/attempts — sends the delivery again (same GUID).
+func (s *Simulator) redeliver(w http.ResponseWriter, r *http.Request, _ *reqInfo) {
+	id, _ := pathInt(r, "id")
+	s.mu.Lock()
+	var d *HookDelivery
+	for _, c := range s.deliveries {
+		if c.ID == id {
+			d = c
+			break
+		}
+	}
+	s.mu.Unlock()
+	if d == nil {
+		writeError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	if s.opts.WebhookURL != "" {
+		guid, event, action, payload := d.GUID, d.Event, d.Action, d.payload
+		s.webhooks.enqueue(func(ctx context.Context, c *http.Client) { s.send(ctx, c, guid, event, action, payload, true) })
+	}
+	writeJSON(w, http.StatusAccepted, map[string]any{})
+}
+
+// webhookQueue holds scheduled webhooks in a time-ordered heap and sends them from a fixed pool,
+// so a large load schedules thousands of runs without a goroutine each.
+type webhookQueue struct {
+	sim    *Simulator
+	mu     sync.Mutex
+	items  eventHeap
+	kick   chan struct{}
+	work   chan func(context.Context, *http.Client)
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type event struct {
+	at         time.Time
+	runID      int64
+	action     string
+	conclusion string
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int           { return len(h) }
+func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func newWebhookQueue(s *Simulator, senders int) *webhookQueue {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &webhookQueue{sim: s, kick: make(chan struct{}, 1), work: make(chan func(context.Context, *http.Client), 1024), ctx: ctx, cancel: cancel}
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	q.wg.Add(1 + senders)
+	go q.schedule0()
+	for i := 0; i < senders; i++ {
+		go func() {
+			defer q.wg.Done()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case f := <-q.work:
+					f(ctx, client)
+				}
+			}
+		}()
+	}
+	return q
+}
+
+func (q *webhookQueue) schedule(at time.Time, runID int64, action, conclusion string) {
+	q.mu.Lock()
+	heap.Push(&q.items, event{at: at, runID: runID, action: action, conclusion: conclusion})
+	q.mu.Unlock()
+	select {
+	case q.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (q *webhookQueue) enqueue(f func(context.Context, *http.Client)) {
+	select {
+	case q.work <- f:
+	case <-q.ctx.Done():
+	}
+}
+
+// schedule0 moves due events to the senders.
+func (q *webhookQueue) schedule0() {
+	defer q.wg.Done()
+	for {
+		q.mu.Lock()
+		wait := time.Hour
+		var due []event
+		now := q.sim.now()
+		for q.items.Len() > 0 && !q.items[0].at.After(now) {
+			due = append(due, heap.Pop(&q.items).(event))
+		}
+		if q.items.Len() > 0 {
+			wait = q.items[0].at.Sub(now)
+		}
+		q.mu.Unlock()
+		for _, e := range due {
+			e := e
+			q.enqueue(func(ctx context.Context, c *http.Client) { q.deliverRunEvent(ctx, c, e) })
+		}
+		select {
+		case <-q.ctx.Done():
+			return
+		case <-q.kick:
+		case <-time.After(wait):
+		}
+	}
+}
+
+// deliverRunEvent sends one workflow_run webhook; like a delivery that failed and is redelivered,
+// a refused one (5xx, connection error) is retried a few times with backoff.
+func (q *webhookQueue) deliverRunEvent(ctx context.Context, c *http.Client, e event) {
+	payload, repo := q.sim.runEvent(e.runID, e.action, e.conclusion)
+	if payload == nil {
+		return
+	}
+	guid := newGUID()
+	for attempt := 0; attempt < 5; attempt++ {
+		code := q.sim.send(ctx, c, guid, "workflow_run", e.action, payload, attempt > 0)
+		if code >= 200 && code < 300 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(200<<attempt) * time.Millisecond):
+		}
+	}
+	q.sim.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo.fullName, "run_id", e.runID, "action", e.action)
+}
+
+func (q *webhookQueue) close() {
+	q.cancel()
+	q.wg.Wait()
+}

@@ -1,0 +1,194 @@
+package dispatcher
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/sqlstate"
+)
+
+// GitHub is what the dispatcher asks of GitHub (*githubapp.Client in production; the benchmark of
+// the queue machinery substitutes a no-op).
+type GitHub interface {
+	FindOrCreateCheckRun(ctx context.Context, cr githubapp.CheckRun) (int64, bool, error)
+	DispatchWorkflow(ctx context.Context, d githubapp.Dispatch) (int64, error)
+	CompleteCheckRun(ctx context.Context, c githubapp.Completion) error
+}
+
+// payload is the union of the three effect payloads (lifecycle and the SQL functions write them).
+type payload struct {
+	ReleaseRunID       string `json:"release_run_id"`
+	ExecutionAttemptID string `json:"execution_attempt_id"`
+	AttemptNumber      int    `json:"attempt_number"`
+	InstallationID     int64  `json:"installation_id"`
+	RepositoryFullName string `json:"repository_full_name"`
+	HeadSHA            string `json:"head_sha"`
+	Ref                string `json:"ref"`
+	Tag                string `json:"tag"`
+	Name               string `json:"name"`
+	ExternalID         string `json:"external_id"`
+	WorkflowFile       string `json:"workflow_file"`
+	CheckRunID         int64  `json:"check_run_id"`
+	Conclusion         string `json:"conclusion"`
+	Title              string `json:"title"`
+	Summary            string `json:"summary"`
+	WorkflowRunURL     string `json:"workflow_run_url"`
+}
+
+// Outcomes of one delivery (metric label values, a closed set).
+const (
+	OutcomeCompleted              = "completed"
+	OutcomeRetried                = "retried"
+	OutcomeDeferred               = "deferred"
+	OutcomeDeadLetter             = "dead_letter"
+	OutcomeReconciliationRequired = "reconciliation_required"
+	// OutcomeLeaseLost: the lease expired and was taken over before the worker recorded the
+	// outcome; lease recovery decides (a started dispatch goes to reconciliation).
+	OutcomeLeaseLost = "lease_lost"
+	// OutcomeStoreFailed: the outcome could not be recorded (database unreachable); the lease
+	// expires and recovery decides.
+	OutcomeStoreFailed = "store_failed"
+)
+
+// deliver performs one effect and records its transition. It returns the outcome.
+func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
+	var p payload
+	if err := json.Unmarshal(e.Payload, &p); err != nil || p.RepositoryFullName == "" {
+		return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
+			fmt.Sprintf("payload cannot be delivered: %v", firstErr(err, errors.New("no repository")))), OutcomeDeadLetter))
+	}
+	// Recorded durably before the request is sent. For a workflow dispatch this is the line after
+	// which the effect is never blindly retried.
+	if _, err := d.store.StartDelivery(ctx, d.pool, e.ID, d.cfg.WorkerID); err != nil {
+		if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+			return OutcomeLeaseLost // not sent
+		}
+		d.logger.Warn("start delivery failed; not sending", "outbox_id", e.ID, "error", err)
+		return OutcomeStoreFailed
+	}
+	switch e.EffectType {
+	case outbox.EffectCheckRunCreate:
+		id, _, err := d.github.FindOrCreateCheckRun(ctx, githubapp.CheckRun{
+			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
+			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
+			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
+		})
+		if err != nil {
+			return d.failed(ctx, e, err, true)
+		}
+		_, err = d.store.CompleteCheckRunCreate(ctx, d.pool, e.ID, d.cfg.WorkerID, id)
+		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
+	case outbox.EffectWorkflowDispatch:
+		runID, err := d.github.DispatchWorkflow(ctx, githubapp.Dispatch{
+			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, WorkflowFile: p.WorkflowFile, Ref: p.Ref,
+			Inputs: map[string]string{"release_run_id": p.ReleaseRunID, "execution_attempt_id": p.ExecutionAttemptID},
+		})
+		if err != nil {
+			return d.failed(ctx, e, err, false)
+		}
+		err = d.store.CompleteWorkflowDispatch(ctx, d.pool, e.ID, d.cfg.WorkerID, runID)
+		if errors.Is(err, sqlstate.ErrCannotAdvance) {
+			// GitHub created the run, but the attempt cannot take it: an operator decides.
+			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
+				fmt.Sprintf("GitHub created workflow run %d, but the execution attempt cannot advance: %v", runID, err))
+			return d.record(ctx, e, outcomeOf(rerr, OutcomeReconciliationRequired))
+		}
+		if err != nil {
+			d.logger.Error("workflow dispatched but its completion was not recorded; recovery will require reconciliation",
+				"outbox_id", e.ID, "workflow_run_id", runID, "error", err)
+		}
+		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
+	case outbox.EffectCheckRunComplete:
+		err := d.github.CompleteCheckRun(ctx, githubapp.Completion{
+			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, CheckRunID: p.CheckRunID,
+			Name: nonEmpty(p.Name, d.cfg.CheckRunName), Conclusion: p.Conclusion, Title: nonEmpty(p.Title, "Release "+p.Conclusion),
+			Summary: p.Summary, DetailsURL: p.WorkflowRunURL,
+		})
+		if err != nil {
+			return d.failed(ctx, e, err, true)
+		}
+		return d.record(ctx, e, outcomeOf(d.store.CompleteCheckRunComplete(ctx, d.pool, e.ID, d.cfg.WorkerID), OutcomeCompleted))
+	}
+	return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
+		"unknown effect type "+e.EffectType), OutcomeDeadLetter))
+}
+
+// failed records a GitHub failure by its class. replaySafe effects retry what may have been
+// delivered; a workflow dispatch needs reconciliation instead.
+func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, replaySafe bool) string {
+	msg := err.Error()
+	var ge *githubapp.Error
+	errors.As(err, &ge)
+	switch githubapp.ClassOf(err) {
+	case githubapp.RateLimited:
+		until := ge.RetryAt
+		if max := time.Now().Add(110 * time.Minute); until.After(max) {
+			until = max
+		}
+		d.limiter.block(e.InstallationID, until)
+		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
+		return d.record(ctx, e, outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
+	case githubapp.Rejected:
+		return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
+	case githubapp.MaybeDelivered:
+		if !replaySafe {
+			return d.record(ctx, e, outcomeOf(d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
+		}
+	case githubapp.NotDelivered:
+	default:
+		if !replaySafe {
+			// Unclassified: it cannot be shown that the request never left, so it is not retried.
+			return d.record(ctx, e, outcomeOf(d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
+		}
+	}
+	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(backoff(e.Attempts, d.cfg.MaxBackoff)))
+	if serr == nil && status == outbox.StatusDeadLetter {
+		return d.record(ctx, e, OutcomeDeadLetter)
+	}
+	return d.record(ctx, e, outcomeOf(serr, OutcomeRetried))
+}
+
+// record logs notable outcomes and passes the outcome through.
+func (d *Dispatcher) record(_ context.Context, e outbox.Effect, outcome string) string {
+	switch outcome {
+	case OutcomeDeadLetter, OutcomeReconciliationRequired, OutcomeStoreFailed, OutcomeLeaseLost:
+		d.logger.Warn("effect not completed", "outbox_id", e.ID, "effect_type", e.EffectType, "outcome", outcome,
+			"release_run_id", e.ReleaseRunID, "installation_id", e.InstallationID, "attempts", e.Attempts)
+	}
+	return outcome
+}
+
+// outcomeOf maps the error of the recording transition: none → want; lease gone → lease_lost;
+// anything else → store_failed (the lease expires and recovery decides).
+func outcomeOf(err error, want string) string {
+	switch {
+	case err == nil:
+		return want
+	case errors.Is(err, sqlstate.ErrLeaseNotHeld):
+		return OutcomeLeaseLost
+	default:
+		return OutcomeStoreFailed
+	}
+}
+
+func nonEmpty(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}

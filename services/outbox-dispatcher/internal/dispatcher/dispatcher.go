@@ -1,0 +1,248 @@
+// Package dispatcher delivers outbox effects to GitHub: it claims due effects (FOR UPDATE SKIP
+// LOCKED, through the SQL functions), records delivery_started_at durably before each request,
+// performs the request and commits the matching transition — completion, retry, deferral,
+// dead letter or reconciliation, by the failure's class.
+//
+// Concurrency is bounded overall and per installation; a rate-limited installation's effects are
+// deferred until its reset without spending attempts and without holding up other installations.
+// Expired leases are recovered periodically; queue gauges come from one query per interval.
+package dispatcher
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
+)
+
+// Config bounds the dispatcher.
+type Config struct {
+	WorkerID string
+	// Concurrency is the number of deliveries in flight at once, across installations.
+	Concurrency int
+	// PerInstallation is the number in flight for one installation.
+	PerInstallation int
+	// BatchSize caps one claim.
+	BatchSize int
+	// Lease of a claimed effect; longer than the slowest request plus its recording.
+	Lease time.Duration
+	// PollInterval is how often an idle dispatcher looks for work without a notification.
+	PollInterval time.Duration
+	// Listen enables LISTEN boardreadyops_outbox.
+	Listen bool
+	// MaxBackoff caps the retry delay of a failing effect.
+	MaxBackoff time.Duration
+	// RecoverInterval is how often expired leases are recovered.
+	RecoverInterval time.Duration
+	// StatsInterval is how often the queue gauges are refreshed.
+	StatsInterval time.Duration
+	// CheckRunName is used when a payload carries none.
+	CheckRunName string
+}
+
+// Dispatcher delivers outbox effects.
+type Dispatcher struct {
+	cfg     Config
+	pool    *pgxpool.Pool
+	store   *outbox.Store
+	github  GitHub
+	metrics *Metrics
+	tracer  trace.Tracer
+	logger  *slog.Logger
+	limiter *limiter
+
+	slots  chan struct{}
+	wakeMu sync.Mutex
+	wake   chan struct{}
+}
+
+// New builds a dispatcher.
+func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
+	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
+		limiter: newLimiter(cfg.PerInstallation), slots: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{})}
+}
+
+// Run delivers until ctx ends, then waits for the deliveries in flight and returns.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	var bg sync.WaitGroup
+	start := func(f func(context.Context)) {
+		bg.Add(1)
+		go func() { defer bg.Done(); f(ctx) }()
+	}
+	if d.cfg.Listen {
+		start(d.listen)
+	}
+	start(d.recoverLoop)
+	start(d.statsLoop)
+	var inflight sync.WaitGroup
+	d.loop(ctx, &inflight)
+	inflight.Wait()
+	bg.Wait()
+	return nil
+}
+
+// Wake makes an idle dispatcher look for work now.
+func (d *Dispatcher) Wake() {
+	d.wakeMu.Lock()
+	close(d.wake)
+	d.wake = make(chan struct{})
+	d.wakeMu.Unlock()
+}
+
+func (d *Dispatcher) wakeChan() <-chan struct{} {
+	d.wakeMu.Lock()
+	defer d.wakeMu.Unlock()
+	return d.wake
+}
+
+// loop claims while there is room and hands each effect to its own goroutine.
+func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
+	for ctx.Err() == nil {
+		// Wait for at least one free slot.
+		select {
+		case d.slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		free := 1 + (cap(d.slots) - len(d.slots))
+		wake := d.wakeChan()
+		start := time.Now()
+		// Shutdown must not cancel a claim in flight: the server could commit it while the client
+		// sees a cancellation, stranding the effects until their leases expire.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, min(free, d.cfg.BatchSize), d.cfg.Lease)
+		cancel()
+		d.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		if err != nil || len(batch) == 0 {
+			<-d.slots
+			if err != nil && ctx.Err() == nil {
+				d.logger.Warn("claim effects failed", "error", err)
+			}
+			sleep(ctx, d.cfg.PollInterval, wake)
+			continue
+		}
+		for i, e := range batch {
+			if i > 0 {
+				d.slots <- struct{}{} // claimed no more than the free slots: never blocks long
+			}
+			inflight.Add(1)
+			go func(e outbox.Effect) {
+				defer inflight.Done()
+				defer func() { <-d.slots }()
+				d.handle(context.WithoutCancel(ctx), e)
+			}(e)
+		}
+	}
+}
+
+// handle delivers one claimed effect, or defers it when its installation is rate limited or at
+// its concurrency limit.
+func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
+	var tp string
+	if e.Traceparent != nil {
+		tp = *e.Traceparent
+	}
+	ctx, span := d.tracer.Start(telemetry.ContextWithTraceparent(ctx, tp), "outbox.deliver", trace.WithAttributes(
+		attribute.Int64("boardreadyops.outbox_id", e.ID), attribute.String("boardreadyops.effect_type", e.EffectType),
+		attribute.String("boardreadyops.release_run_id", e.ReleaseRunID), attribute.Int64("github.installation_id", e.InstallationID),
+		attribute.Int("boardreadyops.attempt", e.Attempts)))
+	defer span.End()
+	// The whole delivery, request and recording, fits in the lease; shutdown does not cut it short.
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
+	defer cancel()
+	d.metrics.inFlight.Inc()
+	defer d.metrics.inFlight.Dec()
+
+	var outcome string
+	if until, blocked := d.limiter.blockedUntil(e.InstallationID); blocked {
+		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
+		outcome = outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, "installation rate limited"), OutcomeDeferred)
+	} else if !d.limiter.acquire(e.InstallationID) {
+		outcome = outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
+			"installation concurrency limit"), OutcomeDeferred)
+	} else {
+		outcome = d.deliver(ctx, e)
+		d.limiter.release(e.InstallationID)
+	}
+	span.SetAttributes(attribute.String("boardreadyops.outcome", outcome))
+	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
+	if outcome == OutcomeCompleted {
+		d.metrics.lag.WithLabelValues(e.EffectType).Observe(time.Since(e.CreatedAt).Seconds())
+	}
+}
+
+func sleep(ctx context.Context, dur time.Duration, wake <-chan struct{}) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-wake:
+	}
+}
+
+// backoff is capped exponential with ±20% jitter: 2s, 4s, 8s, ... up to max.
+func backoff(attempts int, maxDelay time.Duration) time.Duration {
+	b := 2 * time.Second << min(max(attempts-1, 0), 20)
+	if b > maxDelay || b <= 0 {
+		b = maxDelay
+	}
+	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
+}
+
+// limiter tracks per-installation rate-limit blocks and in-flight counts.
+type limiter struct {
+	per     int
+	mu      sync.Mutex
+	blocked map[int64]time.Time
+	active  map[int64]int
+}
+
+func newLimiter(per int) *limiter {
+	return &limiter{per: per, blocked: map[int64]time.Time{}, active: map[int64]int{}}
+}
+
+func (l *limiter) block(id int64, until time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until.After(l.blocked[id]) {
+		l.blocked[id] = until
+	}
+}
+
+func (l *limiter) blockedUntil(id int64) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until, ok := l.blocked[id]
+	if ok && !time.Now().Before(until) {
+		delete(l.blocked, id) // bounded: entries leave as their blocks end
+		return time.Time{}, false
+	}
+	return until, ok
+}
+
+func (l *limiter) acquire(id int64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active[id] >= l.per {
+		return false
+	}
+	l.active[id]++
+	return true
+}
+
+func (l *limiter) release(id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.active[id]--; l.active[id] <= 0 {
+		delete(l.active, id)
+	}
+}
