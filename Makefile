@@ -34,7 +34,7 @@ $(TOOLS)/staticcheck:
 build: ## Build every service binary into bin/
 	@mkdir -p bin
 	@set -e; for s in $(SERVICES); do echo "build bin/$$s"; CGO_ENABLED=0 go build -trimpath -o bin/$$s ./services/$$s; done
-	go build -o bin/pgdev ./hack/pgdev
+	@set -e; for t in pgdev githubsim devkeys demo loadgen; do go build -o bin/$$t ./hack/$$t; done
 
 .PHONY: build-isolated
 build-isolated: ## Build each service with GOWORK=off, as container builds do

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# make run: the whole product locally, each service its own process, one PostgreSQL.
+# make run: the whole product locally, each service its own process, one PostgreSQL, and the
+# GitHub API simulator in GitHub's place (it runs dispatched workflows and sends workflow_run
+# webhooks back). Then a short demonstration: an installation, a release that succeeds, a release
+# whose first run fails, and its re-run.
 #
-#   hack/run.sh           start, check that every service is ready, print where things are, stop
+#   hack/run.sh           run the demonstration, print a summary, stop everything
 #   hack/run.sh --keep    the same, then keep everything running until Ctrl-C
 #
-# With DATABASE_URL set, that database is used; otherwise a project-local PostgreSQL runs from
-# .data/postgres (kept across runs). Logs go to .data/logs/<service>.log.
+# DATABASE_URL set: that database is used; otherwise a project-local PostgreSQL runs from
+# .data/postgres (kept across runs). Logs: .data/logs/<process>.log. Against real GitHub, run the
+# services yourself with BOARDREADYOPS_GITHUB_API_URL, _APP_ID, _PRIVATE_KEY_FILE and
+# BOARDREADYOPS_WEBHOOK_SECRET_FILE (README, "Running against GitHub").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,7 +18,7 @@ keep=false
 for arg in "$@"; do
 	case "$arg" in
 	--keep) keep=true ;;
-	-h | --help) sed -n '2,8p' "$0"; exit 0 ;;
+	-h | --help) sed -n '2,13p' "$0"; exit 0 ;;
 	*) echo "run: unknown argument $arg (try --keep)" >&2; exit 2 ;;
 	esac
 done
@@ -23,7 +28,6 @@ data=.data
 logs=$data/logs
 mkdir -p "$logs"
 pids=()
-
 cleanup() {
 	trap - EXIT INT TERM
 	if ((${#pids[@]})); then
@@ -34,6 +38,16 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+wait_ready() { # name url log
+	for _ in $(seq 1 150); do
+		curl -fsS "$2" >/dev/null 2>&1 && return 0
+		sleep 0.1
+	done
+	echo "$1 did not become ready; last log lines:" >&2
+	tail -20 "$3" >&2
+	exit 1
+}
 
 if [[ -z "${DATABASE_URL:-}" ]]; then
 	url_file=$data/postgres.url
@@ -47,37 +61,48 @@ if [[ -z "${DATABASE_URL:-}" ]]; then
 	done
 	[[ -s "$url_file" ]] || { echo "PostgreSQL did not become ready"; cat "$logs/postgres.log"; exit 1; }
 	DATABASE_URL=$(<"$url_file")
-	echo "PostgreSQL   $DATABASE_URL (data in $data/postgres)"
 fi
 export DATABASE_URL
+echo "PostgreSQL         $DATABASE_URL"
+"$bin/brops" migrate up >/dev/null
+echo "migrations         applied (schema $("$bin/brops" migrate status -o json | grep -c '"applied": true') migrations)"
 
-"$bin/brops" migrate up
+# A throw-away App key and webhook secret (kept in .data/dev across runs).
+"$bin/devkeys" --dir "$data/dev"
+app_id=1
 export LOG_FORMAT=text
+export BOARDREADYOPS_GITHUB_APP_ID=$app_id
+export BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$data/dev/app-key.pem
+export BOARDREADYOPS_WEBHOOK_SECRET_FILE=$data/dev/webhook-secret
+export BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18090/
+
+"$bin/githubsim" --listen 127.0.0.1:18090 --app-id $app_id --app-key-file "$data/dev/app-key.pem" \
+	--webhook-url http://127.0.0.1:18080/webhook --webhook-secret-file "$data/dev/webhook-secret" \
+	--run-delay 1s --fail-tags fail >"$logs/githubsim.log" 2>&1 &
+pids+=($!)
 
 declare -A metrics=([ingest]=19091 [lifecycle]=19092 [outbox-dispatcher]=19093 [operator]=19094)
-for svc in ingest lifecycle outbox-dispatcher operator; do
+LISTEN_ADDR=127.0.0.1:18080 METRICS_ADDR=127.0.0.1:${metrics[ingest]} "$bin/ingest" >"$logs/ingest.log" 2>&1 &
+pids+=($!)
+for svc in lifecycle outbox-dispatcher operator; do
 	METRICS_ADDR=127.0.0.1:${metrics[$svc]} "$bin/$svc" >"$logs/$svc.log" 2>&1 &
 	pids+=($!)
 done
 
-printf '\n%-18s %-8s %-40s %s\n' SERVICE READY METRICS LOG
+echo "GitHub simulator   http://127.0.0.1:18090 (log $logs/githubsim.log)"
 for svc in ingest lifecycle outbox-dispatcher operator; do
-	url=http://127.0.0.1:${metrics[$svc]}
-	ready=no
-	for _ in $(seq 1 100); do
-		if curl -fsS "$url/readyz" >/dev/null 2>&1; then ready=yes; break; fi
-		sleep 0.1
-	done
-	printf '%-18s %-8s %-40s %s\n' "$svc" "$ready" "$url/metrics" "$logs/$svc.log"
-	[[ $ready == yes ]] || { echo "$svc did not become ready:"; tail -20 "$logs/$svc.log"; exit 1; }
+	wait_ready "$svc" "http://127.0.0.1:${metrics[$svc]}/readyz" "$logs/$svc.log"
+	printf '%-18s ready; metrics http://127.0.0.1:%s/metrics (log %s)\n' "$svc" "${metrics[$svc]}" "$logs/$svc.log"
 done
+echo "webhook endpoint   http://127.0.0.1:18080/webhook"
+echo
+
+"$bin/demo" --ingest-url http://127.0.0.1:18080/webhook --secret-file "$data/dev/webhook-secret" --app-id $app_id
 
 if $keep; then
 	echo
-	echo "everything is running; Ctrl-C stops every process"
+	echo "everything keeps running; Ctrl-C stops every process"
 	wait -n "${pids[@]}" || true
 	echo "a process exited; stopping the rest"
 	exit 1
 fi
-echo
-echo "all services ready; stopping (use 'make run ARGS=--keep' to keep them running)"

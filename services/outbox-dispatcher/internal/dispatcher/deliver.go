@@ -82,7 +82,10 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		_, err = d.store.CompleteCheckRunCreate(ctx, d.pool, e.ID, d.cfg.WorkerID, id)
+		next, err := d.store.CompleteCheckRunCreate(ctx, d.pool, e.ID, d.cfg.WorkerID, id)
+		if next != 0 {
+			d.Wake() // the workflow dispatch it enqueued is due now
+		}
 		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
 	case outbox.EffectWorkflowDispatch:
 		runID, err := d.github.DispatchWorkflow(ctx, githubapp.Dispatch{

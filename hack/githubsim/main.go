@@ -1,0 +1,102 @@
+// Command githubsim serves the GitHub API simulator (pkg/githubsim) for the local run and load
+// runs: it verifies the App JWT with the App's key, answers check-run and workflow-dispatch
+// requests, and plays dispatched runs by sending signed workflow_run webhooks to --webhook-url.
+//
+//	githubsim --listen 127.0.0.1:18090 --app-id 1 --app-key-file key.pem \
+//	    --webhook-url http://127.0.0.1:8080/webhook --webhook-secret-file secret
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "githubsim:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	listen := flag.String("listen", "127.0.0.1:18090", "address to serve the API on")
+	appID := flag.Int64("app-id", 0, "the App id its JWTs must carry")
+	keyFile := flag.String("app-key-file", "", "the App's private (or public) key, PEM")
+	webhookURL := flag.String("webhook-url", "", "where to send workflow_run webhooks of dispatched runs (empty: none)")
+	secretFile := flag.String("webhook-secret-file", "", "webhook secret file (first line signs)")
+	runDelay := flag.Duration("run-delay", time.Second, "delay between a run's requested, in_progress and completed")
+	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
+	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
+	flag.Parse()
+
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if *appID <= 0 || *keyFile == "" {
+		return errors.New("--app-id and --app-key-file are required")
+	}
+	keyPEM, err := os.ReadFile(*keyFile)
+	if err != nil {
+		return err
+	}
+	pub, err := githubsim.PublicKeyFromPEM(keyPEM)
+	if err != nil {
+		return fmt.Errorf("app key: %w", err)
+	}
+	var secret []byte
+	if *secretFile != "" {
+		raw, err := os.ReadFile(*secretFile)
+		if err != nil {
+			return err
+		}
+		secret = []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	}
+	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, WebhookURL: *webhookURL,
+		WebhookSecret: secret, RunDelay: *runDelay, Logger: logger}
+	if *failTags != "" {
+		var mu sync.Mutex
+		seen := map[string]bool{}
+		opts.Conclusion = func(repo, ref string, _ map[string]string) string {
+			mu.Lock()
+			defer mu.Unlock()
+			first := !seen[repo+"@"+ref]
+			seen[repo+"@"+ref] = true
+			if first && strings.Contains(ref, *failTags) {
+				return "failure"
+			}
+			return "success"
+		}
+	}
+	sim := githubsim.New(opts)
+	defer sim.Close()
+
+	l, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 5 * time.Second}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	logger.Info("GitHub API simulator listening", "addr", l.Addr().String(), "webhook_url", *webhookURL)
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
