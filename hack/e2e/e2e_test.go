@@ -1,0 +1,256 @@
+// Package e2e runs the product end to end: the real ingest, lifecycle and outbox-dispatcher
+// binaries as separate processes on one database, the GitHub simulator over HTTP running the
+// dispatched workflows, and signed webhooks in. It asserts what the product promises: every
+// accepted delivery processed, exactly one check run per release run, exactly one dispatch per
+// execution attempt, every effect terminal.
+package e2e_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const appID = 4242
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// build compiles the services once per test run.
+func build(t *testing.T, dir string) {
+	t.Helper()
+	for _, svc := range []string{"ingest", "lifecycle", "outbox-dispatcher"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, svc), "github.com/boardreadyops/cloud/services/"+svc)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", svc, err, out)
+		}
+	}
+}
+
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w syncWriter) Write(p []byte) (int, error) { w.mu.Lock(); defer w.mu.Unlock(); return w.b.Write(p) }
+
+func start(t *testing.T, bin, name string, env []string) *proc {
+	t.Helper()
+	p := &proc{name: name, log: &bytes.Buffer{}, mu: &sync.Mutex{}}
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout = syncWriter{p.mu, p.log}
+	p.cmd.Stderr = syncWriter{p.mu, p.log}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			_ = p.cmd.Wait()
+		}
+	})
+	return p
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- p.cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("%s exited with %v:\n%s", p.name, err, p.logs())
+		}
+	case <-time.After(30 * time.Second):
+		t.Errorf("%s did not stop on SIGTERM", p.name)
+	}
+}
+
+func (p *proc) logs() string { p.mu.Lock(); defer p.mu.Unlock(); return p.log.String() }
+
+func waitReady(t *testing.T, addr string, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready:\n%s", p.name, p.logs())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestReleasesEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	build(t, dir)
+	dbURL := pgtest.NewURL(t)
+	pool, err := pxpool(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secretBytes [24]byte
+	_, _ = rand.Read(secretBytes[:])
+	secret := []byte(hex.EncodeToString(secretBytes[:]))
+	keyFile, secretFile := filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	ingestAddr := freeAddr(t)
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
+	defer sim.Close()
+	gh := httptest.NewServer(sim)
+	defer gh.Close()
+
+	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
+	metrics := map[string]string{"ingest": freeAddr(t), "lifecycle": freeAddr(t), "outbox-dispatcher": freeAddr(t)}
+	procs := []*proc{
+		start(t, filepath.Join(dir, "ingest"), "ingest", append(common, "LISTEN_ADDR="+ingestAddr, "METRICS_ADDR="+metrics["ingest"],
+			"BOARDREADYOPS_WEBHOOK_SECRET_FILE="+secretFile)),
+		start(t, filepath.Join(dir, "lifecycle"), "lifecycle", append(common, "METRICS_ADDR="+metrics["lifecycle"])),
+		start(t, filepath.Join(dir, "outbox-dispatcher"), "outbox-dispatcher", append(common, "METRICS_ADDR="+metrics["outbox-dispatcher"],
+			"BOARDREADYOPS_GITHUB_API_URL="+gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE="+keyFile)),
+	}
+	for _, p := range procs {
+		waitReady(t, metrics[p.name], p)
+	}
+
+	send := func(event string, payload any) {
+		t.Helper()
+		body, _ := json.Marshal(payload)
+		var id [16]byte
+		_, _ = rand.Read(id[:])
+		req, _ := http.NewRequest(http.MethodPost, "http://"+ingestAddr+"/webhook", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-GitHub-Event", event)
+		req.Header.Set("X-GitHub-Delivery", hex.EncodeToString(id[:]))
+		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("%s webhook: %s", event, resp.Status)
+		}
+	}
+	const repos, tags = 4, 5
+	for r := 0; r < repos; r++ {
+		for i := 0; i < tags; i++ {
+			send("push", map[string]any{
+				"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+				"created": true, "deleted": false, "installation": map[string]any{"id": 5000 + r%2},
+				"repository": map[string]any{"id": 9000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
+					"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}},
+			})
+		}
+	}
+	const runs = repos * tags
+	count := func(q string) int {
+		var n int
+		if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`) < runs ||
+		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 3*runs {
+		if time.Now().After(deadline) {
+			for _, p := range procs {
+				t.Logf("%s log:\n%s", p.name, p.logs())
+			}
+			t.Fatalf("not finished: %d succeeded runs, %d completed effects", count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`),
+				count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Every accepted delivery was processed: 20 pushes and 60 workflow_run webhooks.
+	if n, done := count(`SELECT count(*) FROM webhook_inbox`), count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'completed'`); n != runs*4 || done != n {
+		t.Fatalf("%d deliveries accepted, %d jobs completed; want %d and all", n, done, runs*4)
+	}
+	if n := count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n != 0 {
+		t.Fatalf("%d effects not terminal-completed", n)
+	}
+	rows, err := pool.Query(ctx, `SELECT r.id::text, a.id::text FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for rows.Next() {
+		var run, attempt string
+		_ = rows.Scan(&run, &attempt)
+		crs := sim.CheckRuns(run)
+		if len(crs) != 1 || crs[0].Status != "completed" || crs[0].Conclusion == nil || *crs[0].Conclusion != "success" {
+			t.Errorf("release run %s: check runs %+v, want exactly one, completed with success", run, crs)
+		}
+		if n := sim.Dispatches(attempt); n != 1 {
+			t.Errorf("attempt %s dispatched %d times, want exactly 1", attempt, n)
+		}
+		checked++
+	}
+	if checked != runs {
+		t.Fatalf("%d attempts, want %d", checked, runs)
+	}
+	for _, p := range procs {
+		p.stop(t)
+	}
+}
+
+func pxpool(ctx context.Context, url string) (*pgxpool.Pool, error) { return pgxpool.New(ctx, url) }
