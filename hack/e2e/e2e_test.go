@@ -68,7 +68,11 @@ type syncWriter struct {
 	b  *bytes.Buffer
 }
 
-func (w syncWriter) Write(p []byte) (int, error) { w.mu.Lock(); defer w.mu.Unlock(); return w.b.Write(p) }
+func (w syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
 
 func start(t *testing.T, bin, name string, env []string) *proc {
 	t.Helper()
