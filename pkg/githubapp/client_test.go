@@ -138,6 +138,8 @@ func TestFailureClasses(t *testing.T) {
 			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 0, 1},
 		{"hanging request times out after writing", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, Hang: true}, nil,
 			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 0, 0},
+		{"token endpoint rate limited", &githubsim.Fault{Operation: githubsim.OpCreateToken, SecondaryRateLimit: true, RetryAfter: 30 * time.Second},
+			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 429, 0},
 		{"token endpoint fails transiently", &githubsim.Fault{Operation: githubsim.OpCreateToken, ServerErrorRate: 1}, nil,
 			"boardreadyops-release.yml", good, inst, githubapp.NotDelivered, 502, 0},
 	}

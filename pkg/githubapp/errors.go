@@ -101,8 +101,9 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 		e.Class = NotDelivered
 		if tokenErr.Response != nil {
 			e.Status = tokenErr.Response.StatusCode
-			switch e.Status {
-			case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+			if class, at := classifyStatus(tokenErr.Response, now); class == RateLimited {
+				e.Class, e.RetryAt = RateLimited, at
+			} else if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusNotFound {
 				e.Class = Rejected // App credentials refused, or the installation is gone
 			}
 		}

@@ -32,6 +32,9 @@ type CheckRun struct {
 	Name           string
 	ExternalID     string // the release run id
 	Title, Summary string
+	// FirstAttempt: no earlier attempt of this effect can have reached GitHub, so there is no
+	// check run to find and the search is skipped. The caller must be certain (see the dispatcher).
+	FirstAttempt bool
 }
 
 // FindOrCreateCheckRun is replay-safe check-run creation: it lists the commit's check runs with
@@ -43,7 +46,7 @@ func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, 
 		return 0, false, err
 	}
 	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 0; page < maxCheckRunPages; page++ {
+	for page := 0; page < maxCheckRunPages && !cr.FirstAttempt; page++ {
 		var res *github.ListCheckRunsResults
 		var next int
 		err := c.call(ctx, OpListCheckRuns, cr.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {

@@ -67,8 +67,8 @@ func (s *Simulator) listCheckRuns(w http.ResponseWriter, r *http.Request, _ *req
 	latestOnly := q.Get("filter") != "all"
 	s.mu.Lock()
 	var matches []CheckRun
-	for _, c := range s.checkRuns {
-		if c.repo == repo.fullName && c.HeadSHA == ref && (name == "" || c.Name == name) && (status == "" || c.Status == status) {
+	for _, c := range s.checkRunsAt[repo.fullName+"@"+ref] {
+		if (name == "" || c.Name == name) && (status == "" || c.Status == status) {
 			matches = append(matches, *c)
 		}
 	}
@@ -196,6 +196,7 @@ func (s *Simulator) createCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 	s.apply(c, &req)
 	s.mu.Lock()
 	s.checkRuns[id] = c
+	s.checkRunsAt[c.repo+"@"+c.HeadSHA] = append(s.checkRunsAt[c.repo+"@"+c.HeadSHA], c)
 	out := *c
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, out)

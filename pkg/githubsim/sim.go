@@ -60,6 +60,7 @@ type Simulator struct {
 	repos         map[string]*repository // by lower-cased full name
 	tokens        map[string]token
 	checkRuns     map[int64]*CheckRun
+	checkRunsAt   map[string][]*CheckRun // by repository full name + "@" + head SHA
 	runs          map[int64]*WorkflowRun
 	deliveries    []*HookDelivery
 	faults        []*Fault
@@ -112,7 +113,7 @@ func New(opts Options) *Simulator {
 	s := &Simulator{
 		opts: opts, mux: http.NewServeMux(), now: time.Now,
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
-		checkRuns: map[int64]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
+		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
 	}
 	s.nextID.Store(1000)
 	s.webhooks = newWebhookQueue(s, opts.WebhookSenders)

@@ -63,14 +63,12 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 			fmt.Sprintf("payload cannot be delivered: %v", firstErr(err, errors.New("no repository")))), OutcomeDeadLetter))
 	}
-	// Recorded durably before the request is sent. For a workflow dispatch this is the line after
-	// which the effect is never blindly retried.
-	if _, err := d.store.StartDelivery(ctx, d.pool, e.ID, d.cfg.WorkerID); err != nil {
-		if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
-			return OutcomeLeaseLost // not sent
+	// A workflow dispatch records its start durably, immediately before its request: the line
+	// after which it is never blindly retried. Replay-safe effects had theirs recorded by the claim.
+	if e.EffectType == outbox.EffectWorkflowDispatch {
+		if outcome, ok := d.startDispatch(ctx, e); !ok {
+			return outcome
 		}
-		d.logger.Warn("start delivery failed; not sending", "outbox_id", e.ID, "error", err)
-		return OutcomeStoreFailed
 	}
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
@@ -78,6 +76,10 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
 			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
+			// Claimed for the first time and never failed: no earlier request can have created a
+			// check run (every path after a request that may have reached GitHub — retry, lease
+			// recovery, dead letter and its replay — leaves last_error set), so the search is skipped.
+			FirstAttempt: e.Attempts == 1 && e.LastError == nil,
 		})
 		if err != nil {
 			return d.failed(ctx, e, err, true)
@@ -120,6 +122,18 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 	}
 	return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 		"unknown effect type "+e.EffectType), OutcomeDeadLetter))
+}
+
+// startDispatch records delivery_started_at; a refusal means the request must not be sent.
+func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string, bool) {
+	if _, err := d.store.StartDelivery(ctx, d.pool, e.ID, d.cfg.WorkerID); err != nil {
+		if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+			return OutcomeLeaseLost, false
+		}
+		d.logger.Warn("start delivery failed; not sending", "outbox_id", e.ID, "error", err)
+		return OutcomeStoreFailed, false
+	}
+	return "", true
 }
 
 // failed records a GitHub failure by its class. replaySafe effects retry what may have been

@@ -275,7 +275,7 @@ func TestDeadWorkerAfterDeliveryStarted(t *testing.T) {
 func TestRateLimitedInstallationDoesNotStallOthers(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	e.sim.AddFault(githubsim.Fault{InstallationID: 1001, Operation: githubsim.OpListCheckRuns, SecondaryRateLimit: true, RetryAfter: 60 * time.Second})
+	e.sim.AddFault(githubsim.Fault{InstallationID: 1001, Operation: githubsim.OpCreateCheckRun, SecondaryRateLimit: true, RetryAfter: 60 * time.Second})
 	for i := 0; i < 10; i++ {
 		e.release(1001, "limited/repo", fmt.Sprintf("v1.%d.0", i))
 		e.release(2002, "free/repo", fmt.Sprintf("v1.%d.0", i))
@@ -288,7 +288,7 @@ func TestRateLimitedInstallationDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("%d deferred effects spent attempts", n)
 	}
 	// The limited installation was asked at most a few times: later effects were deferred locally.
-	if n := e.sim.Count(githubsim.OpListCheckRuns, 429); n > 8 {
+	if n := e.sim.Count(githubsim.OpCreateCheckRun, 429); n > 8 {
 		t.Fatalf("%d rate-limited requests: the block was not honoured", n)
 	}
 }

@@ -1,0 +1,178 @@
+package dispatcher_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
+)
+
+// noopGitHub answers every request at once: the benchmark measures the queue machinery alone.
+type noopGitHub struct{}
+
+func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) { return 1, true, nil }
+func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error)            { return 0, nil }
+func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error                   { return nil }
+
+// seedReleases creates n release runs (each with its github.check_run.create effect) over 50
+// repositories of 5 installations.
+func seedReleases(b *testing.B, pool *pgxpool.Pool, n int) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) SELECT i, 'org-' || i, 'Organization' FROM generate_series(1, 5) i;
+		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;`); err != nil {
+		b.Fatal(err)
+	}
+	// Each tag at its own commit, as releases are.
+	if _, err := pool.Exec(ctx, `SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+		substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// seedCompletions creates n github.check_run.complete effects (no follow-up effects).
+func seedCompletions(b *testing.B, pool *pgxpool.Pool, n int) {
+	b.Helper()
+	seedReleases(b, pool, 1)
+	if _, err := pool.Exec(context.Background(), `
+		WITH r AS (SELECT id, installation_id FROM release_runs LIMIT 1),
+		a AS (INSERT INTO execution_attempts (release_run_id, number) SELECT r.id, g FROM r, generate_series(2, $1 + 1) g RETURNING id, release_run_id)
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, execution_attempt_id, installation_id)
+		SELECT 'github.check_run.complete', 'github.check_run.complete:' || a.release_run_id || ':' || a.id,
+		       '{"repository_full_name": "org-1/repo-1", "check_run_id": 1, "conclusion": "success"}', a.release_run_id, a.id, r.installation_id
+		FROM a, r`, n); err != nil {
+		b.Fatal(err)
+	}
+}
+
+type benchResult struct {
+	effects      int
+	seconds      float64
+	claimP50ms   float64
+	claimP99ms   float64
+	completedAll bool
+}
+
+// drain runs the dispatcher until want effects are completed and reads its claim latency.
+func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, want int) benchResult {
+	b.Helper()
+	reg := prometheus.NewRegistry()
+	d := dispatcher.New(dispatcher.Config{
+		WorkerID: "bench", Concurrency: 64, PerInstallation: 64, BatchSize: 64, Lease: time.Minute,
+		PollInterval: 10 * time.Millisecond, Listen: false, MaxBackoff: time.Second, RecoverInterval: 5 * time.Second,
+		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release",
+	}, pool, gh, dispatcher.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("bench"), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	start := time.Now()
+	go func() { _ = d.Run(ctx); close(done) }()
+	for {
+		var n int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if n >= want {
+			break
+		}
+		if time.Since(start) > 5*time.Minute {
+			b.Fatalf("only %d of %d effects completed", n, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	elapsed := time.Since(start).Seconds()
+	cancel()
+	<-done
+	p50, p99 := claimQuantiles(b, reg)
+	return benchResult{effects: want, seconds: elapsed, claimP50ms: p50, claimP99ms: p99, completedAll: true}
+}
+
+// claimQuantiles estimates quantiles of the claim latency histogram (upper bucket bounds).
+func claimQuantiles(b *testing.B, reg *prometheus.Registry) (p50, p99 float64) {
+	mfs, err := reg.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "boardreadyops_outbox_claim_duration_seconds" {
+			continue
+		}
+		h := mf.GetMetric()[0].GetHistogram()
+		total := float64(h.GetSampleCount())
+		buckets := h.GetBucket()
+		sort.Slice(buckets, func(i, j int) bool { return buckets[i].GetUpperBound() < buckets[j].GetUpperBound() })
+		q := func(p float64) float64 {
+			for _, bk := range buckets {
+				if float64(bk.GetCumulativeCount()) >= p*total {
+					return bk.GetUpperBound() * 1000
+				}
+			}
+			return -1
+		}
+		return q(0.5), q(0.99)
+	}
+	return -1, -1
+}
+
+func report(b *testing.B, r benchResult) {
+	b.ReportMetric(float64(r.effects)/r.seconds, "effects/s")
+	b.ReportMetric(r.claimP50ms, "claim-p50-ms")
+	b.ReportMetric(r.claimP99ms, "claim-p99-ms")
+	b.ReportMetric(0, "ns/op")
+	fmt.Printf("%s: %d effects in %.2fs = %.0f effects/s; claim p50 <= %.1f ms, p99 <= %.1f ms\n",
+		b.Name(), r.effects, r.seconds, float64(r.effects)/r.seconds, r.claimP50ms, r.claimP99ms)
+}
+
+// BenchmarkQueueMachinery: claim → delivery start → authoritative completion, with an in-process
+// no-op GitHub. Run it against a durable server (hack/bench/dispatcher.sh sets TEST_DATABASE_URL).
+func BenchmarkQueueMachinery(b *testing.B) {
+	const n = 30000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		pool := pgtest.NewPool(b)
+		seedCompletions(b, pool, n)
+		b.StartTimer()
+		r := drain(b, pool, noopGitHub{}, n)
+		b.StopTimer()
+		report(b, r)
+	}
+}
+
+// BenchmarkEndToEndSimulator: release runs' check-run creation (list + create) and workflow
+// dispatch against the simulator over loopback HTTP: 2 effects per run.
+func BenchmarkEndToEndSimulator(b *testing.B) {
+	const runs = 10000
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		pool := pgtest.NewPool(b)
+		key, pub, err := githubsim.NewAppKey()
+		if err != nil {
+			b.Fatal(err)
+		}
+		sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true})
+		srv := httptest.NewServer(sim)
+		gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: 10 * time.Second})
+		if err != nil {
+			b.Fatal(err)
+		}
+		seedReleases(b, pool, runs)
+		b.StartTimer()
+		r := drain(b, pool, gh, 2*runs)
+		b.StopTimer()
+		srv.Close()
+		sim.Close()
+		report(b, r)
+	}
+}
