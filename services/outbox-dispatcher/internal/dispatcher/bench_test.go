@@ -22,9 +22,11 @@ import (
 // noopGitHub answers every request at once: the benchmark measures the queue machinery alone.
 type noopGitHub struct{}
 
-func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) { return 1, true, nil }
-func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error)            { return 0, nil }
-func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error                   { return nil }
+func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
+	return 1, true, nil
+}
+func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
+func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
 
 // seedReleases creates n release runs (each with its github.check_run.create effect) over 50
 // repositories of 5 installations.
