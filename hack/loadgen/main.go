@@ -2,6 +2,7 @@
 //
 //	loadgen ingest      signed deliveries at a fixed concurrency against a running ingest
 //	loadgen lifecycle   preloaded push-tag jobs drained by a running lifecycle service
+//	loadgen pgbench     the reference alone: pgbench -N -c 8 -j 2 on a database
 //
 // Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
 // the reference docs/performance.md reports ratios against. Load is only ever sent to the URL given
@@ -15,7 +16,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -24,6 +25,8 @@ func main() {
 		err = runIngest(os.Args[2:])
 	case "lifecycle":
 		err = runLifecycle(os.Args[2:])
+	case "pgbench":
+		err = runPgbench(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "loadgen: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)

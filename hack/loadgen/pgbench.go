@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -32,4 +33,19 @@ func pgbench(databaseURL string, d time.Duration) (float64, error) {
 		return 0, fmt.Errorf("pgbench: no tps in output:\n%s", out)
 	}
 	return strconv.ParseFloat(string(m[1]), 64)
+}
+
+func runPgbench(args []string) error {
+	fs := flag.NewFlagSet("pgbench", flag.ContinueOnError)
+	dbURL := fs.String("database-url", "", "database to run pgbench on (its tables are created there)")
+	d := fs.Duration("duration", 30*time.Second, "run length")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tps, err := pgbench(*dbURL, *d)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pgbench -N -c 8 -j 2: %.0f tps\n", tps)
+	return nil
 }
