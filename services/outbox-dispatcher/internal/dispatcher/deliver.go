@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
@@ -84,7 +86,10 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		next, err := d.store.CompleteCheckRunCreate(ctx, d.pool, e.ID, d.cfg.WorkerID, id)
+		var next int64
+		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+			d.store.QueueCompleteCheckRunCreate(b, e.ID, d.cfg.WorkerID, id, func(n int64, err error) { next = n; report(err) })
+		})
 		if next != 0 {
 			d.Wake() // the workflow dispatch it enqueued is due now
 		}
@@ -97,7 +102,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.store.CompleteWorkflowDispatch(ctx, d.pool, e.ID, d.cfg.WorkerID, runID)
+		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
+		})
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
 			// GitHub created the run, but the attempt cannot take it: an operator decides.
 			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -118,7 +125,10 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		return d.record(ctx, e, outcomeOf(d.store.CompleteCheckRunComplete(ctx, d.pool, e.ID, d.cfg.WorkerID), OutcomeCompleted))
+		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
+		})
+		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
 	}
 	return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 		"unknown effect type "+e.EffectType), OutcomeDeadLetter))

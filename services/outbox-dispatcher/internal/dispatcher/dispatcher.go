@@ -50,14 +50,15 @@ type Config struct {
 
 // Dispatcher delivers outbox effects.
 type Dispatcher struct {
-	cfg     Config
-	pool    *pgxpool.Pool
-	store   *outbox.Store
-	github  GitHub
-	metrics *Metrics
-	tracer  trace.Tracer
-	logger  *slog.Logger
-	limiter *limiter
+	cfg       Config
+	pool      *pgxpool.Pool
+	store     *outbox.Store
+	github    GitHub
+	metrics   *Metrics
+	tracer    trace.Tracer
+	logger    *slog.Logger
+	limiter   *limiter
+	completer *completer
 
 	slots  chan struct{}
 	wakeMu sync.Mutex
@@ -67,7 +68,7 @@ type Dispatcher struct {
 // New builds a dispatcher.
 func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
-		limiter: newLimiter(cfg.PerInstallation), slots: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{})}
+		limiter: newLimiter(cfg.PerInstallation), completer: newCompleter(pool, logger, max(cfg.Concurrency, 1)), slots: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{})}
 }
 
 // Run delivers until ctx ends, then waits for the deliveries in flight and returns.
@@ -82,9 +83,18 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	start(d.recoverLoop)
 	start(d.statsLoop)
+	// Two executors: one commits a batch while the other gathers the next.
+	quit := make(chan struct{})
+	var executors sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		executors.Add(1)
+		go func() { defer executors.Done(); d.completer.run(quit) }()
+	}
 	var inflight sync.WaitGroup
 	d.loop(ctx, &inflight)
 	inflight.Wait()
+	close(quit)
+	executors.Wait()
 	bg.Wait()
 	return nil
 }

@@ -1,0 +1,49 @@
+package outbox_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/sqlstate"
+)
+
+func TestQueuedCompletions(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	claimOne(t, ctx, b, "w1", create)
+
+	// A batch of one good completion: committed, dispatch id reported.
+	batch := &pgx.Batch{}
+	var dispatchID int64
+	var gotErr error
+	b.store.QueueCompleteCheckRunCreate(batch, create, "w1", 321, func(id int64, err error) { dispatchID, gotErr = id, err })
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if gotErr != nil || dispatchID == 0 {
+		t.Fatalf("dispatch %d err %v", dispatchID, gotErr)
+	}
+	wantStatus(t, ctx, b, create, outbox.StatusCompleted)
+
+	// A stale completion in a batch reports its own classified error.
+	claimOne(t, ctx, b, "w2", dispatchID)
+	batch = &pgx.Batch{}
+	var staleErr error
+	b.store.QueueCompleteWorkflowDispatch(batch, dispatchID, "w-stale", 9, func(err error) { staleErr = err })
+	err = b.pool.SendBatch(ctx, batch).Close()
+	if !errors.Is(staleErr, sqlstate.ErrLeaseNotHeld) || err == nil {
+		t.Fatalf("stale completion: callback %v, batch %v", staleErr, err)
+	}
+	wantStatus(t, ctx, b, dispatchID, outbox.StatusLeased)
+}
