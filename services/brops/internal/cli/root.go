@@ -23,11 +23,12 @@ type globals struct {
 	stdin       io.Reader
 	stdout      io.Writer
 	stderr      io.Writer
+	getenv      config.Getenv
 }
 
 // Execute runs brops with args and returns the process exit code: 0 success, 1 failure, 2 usage.
 func Execute(ctx context.Context, args []string, getenv config.Getenv, stdin io.Reader, stdout, stderr io.Writer) int {
-	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr, getenv: getenv}
 	root := newRoot(g, getenv)
 	root.SetArgs(args)
 	root.SetIn(stdin)
@@ -64,7 +65,7 @@ func newRoot(g *globals, getenv config.Getenv) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", getenv("DATABASE_URL"),
 		"PostgreSQL connection URL (env DATABASE_URL)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(newMigrateCmd(g))
+	root.AddCommand(newMigrateCmd(g), newOutboxCmd(g), newJobsCmd(g), newRunsCmd(g), newStatsCmd(g), newReconcileCmd(g))
 	return root
 }
 

@@ -1,0 +1,237 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+)
+
+// dispatchPayload is what reconciliation reads of a workflow dispatch's payload.
+type dispatchPayload struct {
+	ReleaseRunID       string `json:"release_run_id"`
+	ExecutionAttemptID string `json:"execution_attempt_id"`
+	AttemptNumber      int    `json:"attempt_number"`
+	RepositoryFullName string `json:"repository_full_name"`
+	WorkflowFile       string `json:"workflow_file"`
+	Ref                string `json:"ref"`
+}
+
+// candidate is a workflow run that may be the one a dispatch created.
+type candidate struct {
+	githubapp.WorkflowRun
+	// Match: "exact" (the run name carries both the release-run and the execution-attempt id),
+	// "release_run" (only the release-run id), or "none" (a dispatch in the window, unnamed).
+	Match string `json:"match"`
+}
+
+func newReconcileCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Resolve workflow dispatches whose outcome is unknown (reconciliation_required)",
+		Long: `A workflow dispatch that may have reached GitHub is never replayed. Find out what GitHub did
+(inspect), then record it (resolve): either the run GitHub created, or that it created none.`,
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List dispatches that need reconciliation",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			effects, err := listEffects(cmd.Context(), pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, 1000)
+			if err != nil {
+				return err
+			}
+			return g.render(effects, func(w io.Writer) {
+				fmt.Fprintln(w, "ID\tRELEASE RUN\tATTEMPT\tDELIVERY STARTED\tLAST ERROR")
+				for _, e := range effects {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", e.ID, e.ReleaseRunID, str(e.ExecutionAttemptID), since(e.DeliveryStartedAt), truncate(str(e.LastError), 80))
+				}
+			})
+		},
+	})
+
+	var apiURL, keyFile string
+	var appID int64
+	inspect := &cobra.Command{
+		Use:   "inspect ID",
+		Short: "Ask GitHub (read-only) which workflow runs the dispatch may have created",
+		Long: `List the workflow's workflow_dispatch runs created since the dispatch's delivery started, and
+mark those whose run name carries the release-run and execution-attempt ids. A release workflow
+names its runs so (README, "Running against GitHub"):
+
+  run-name: release ${{ inputs.release_run_id }} attempt ${{ inputs.execution_attempt_id }}`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			e, err := outbox.Get(cmd.Context(), pool, ids[0])
+			if err != nil {
+				return err
+			}
+			if e.EffectType != outbox.EffectWorkflowDispatch || e.DeliveryStartedAt == nil {
+				return usageError{fmt.Errorf("effect %d is a %s in %s: only started workflow dispatches are reconciled", e.ID, e.EffectType, e.Status)}
+			}
+			var p dispatchPayload
+			if err := json.Unmarshal(e.Payload, &p); err != nil {
+				return fmt.Errorf("effect %d payload: %w", e.ID, err)
+			}
+			if appID <= 0 || keyFile == "" {
+				return usageError{errors.New("inspect asks GitHub: set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)")}
+			}
+			key, err := githubapp.ReadPrivateKey(keyFile)
+			if err != nil {
+				return err
+			}
+			gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: apiURL, Timeout: 20 * time.Second})
+			if err != nil {
+				return err
+			}
+			// A minute of slack for clock skew between the database and GitHub.
+			from := e.DeliveryStartedAt.Add(-time.Minute)
+			runs, err := gh.ListWorkflowRuns(cmd.Context(), e.InstallationID, p.RepositoryFullName, p.WorkflowFile, "workflow_dispatch", from, 500)
+			if err != nil {
+				return err
+			}
+			cands := make([]candidate, 0, len(runs))
+			for _, r := range runs {
+				c := candidate{WorkflowRun: r, Match: "none"}
+				title := r.DisplayTitle + " " + r.Name
+				switch {
+				case strings.Contains(title, p.ReleaseRunID) && strings.Contains(title, p.ExecutionAttemptID):
+					c.Match = "exact"
+				case strings.Contains(title, p.ReleaseRunID):
+					c.Match = "release_run"
+				}
+				cands = append(cands, c)
+			}
+			advice := adviceFor(e.ID, cands)
+			return g.render(map[string]any{"effect": e.ID, "status": e.Status, "repository": p.RepositoryFullName, "workflow": p.WorkflowFile,
+				"release_run_id": p.ReleaseRunID, "execution_attempt_id": p.ExecutionAttemptID, "delivery_started_at": e.DeliveryStartedAt,
+				"candidates": cands, "advice": advice}, func(w io.Writer) {
+				fmt.Fprintf(w, "effect %d (%s): %s %s, release run %s attempt %s, delivery started %s\n\n", e.ID, e.Status, p.RepositoryFullName,
+					p.WorkflowFile, p.ReleaseRunID, p.ExecutionAttemptID, since(e.DeliveryStartedAt))
+				fmt.Fprintln(w, "RUN\tMATCH\tCREATED\tSTATUS\tNAME\tURL")
+				for _, c := range cands {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s/%s\t%s\t%s\n", c.ID, c.Match, c.CreatedAt.UTC().Format(time.RFC3339), c.Status, c.Conclusion, c.DisplayTitle, c.HTMLURL)
+				}
+				fmt.Fprintf(w, "\n%s\n", advice)
+			})
+		},
+	}
+	inspect.Flags().StringVar(&apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
+	inspect.Flags().Int64Var(&appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
+	inspect.Flags().StringVar(&keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
+	cmd.AddCommand(inspect)
+
+	var runID int64
+	var notDispatched bool
+	var evidence, operator string
+	resolve := &cobra.Command{
+		Use:   "resolve ID (--workflow-run-id N | --not-dispatched) --evidence TEXT",
+		Short: "Record what GitHub did for a dispatch that needs reconciliation (audited)",
+		Long: `--workflow-run-id N: GitHub created run N; it is recorded and the attempt advances, as the
+completion would have. --not-dispatched: GitHub created no run; the record is closed and a fresh
+dispatch for the same attempt is enqueued under a new idempotency key. Both are audited with your
+identity and the evidence, and both refuse a record that is not in reconciliation_required.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ids, err := parseIDs(args)
+			if err != nil {
+				return err
+			}
+			if (runID > 0) == notDispatched {
+				return usageError{errors.New("give exactly one of --workflow-run-id N and --not-dispatched")}
+			}
+			if strings.TrimSpace(evidence) == "" {
+				return usageError{errors.New("--evidence is required: what you found on GitHub")}
+			}
+			if strings.TrimSpace(operator) == "" {
+				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			store := &outbox.Store{}
+			out := map[string]any{"effect": ids[0]}
+			if runID > 0 {
+				if err := store.RepairReconciliation(cmd.Context(), pool, ids[0], operator, runID, evidence); err != nil {
+					return err
+				}
+				out["resolution"], out["workflow_run_id"] = "repair", runID
+			} else {
+				newID, err := store.SupersedeReconciliation(cmd.Context(), pool, ids[0], operator, evidence)
+				if err != nil {
+					return err
+				}
+				out["resolution"], out["replacement"] = "supersede", newID
+			}
+			return g.render(out, func(w io.Writer) {
+				if runID > 0 {
+					fmt.Fprintf(w, "effect %d repaired: workflow run %d recorded, the attempt advanced\n", ids[0], runID)
+				} else {
+					fmt.Fprintf(w, "effect %d superseded: fresh dispatch enqueued as effect %v\n", ids[0], out["replacement"])
+				}
+			})
+		},
+	}
+	resolve.Flags().Int64Var(&runID, "workflow-run-id", 0, "the run GitHub created for this dispatch")
+	resolve.Flags().BoolVar(&notDispatched, "not-dispatched", false, "GitHub created no run for this dispatch")
+	resolve.Flags().StringVar(&evidence, "evidence", "", "what you found on GitHub (audited)")
+	g.operatorFlag(resolve, &operator)
+	cmd.AddCommand(resolve)
+	return cmd
+}
+
+func adviceFor(id int64, cands []candidate) string {
+	var exact []int64
+	for _, c := range cands {
+		if c.Match == "exact" {
+			exact = append(exact, c.ID)
+		}
+	}
+	switch {
+	case len(exact) == 1:
+		return fmt.Sprintf("GitHub created run %d for this dispatch: brops reconcile resolve %d --workflow-run-id %d --evidence \"run %d, exact run-name match\"",
+			exact[0], id, exact[0], exact[0])
+	case len(exact) > 1:
+		return fmt.Sprintf("%d runs carry this attempt's ids: inspect them on GitHub before resolving", len(exact))
+	case len(cands) == 0:
+		return fmt.Sprintf("no workflow_dispatch run since the delivery started: if enough time has passed, brops reconcile resolve %d --not-dispatched --evidence \"no run since <time>\"", id)
+	default:
+		return "no run carries this attempt's ids; if the workflow does not set run-name from its inputs, compare the runs above by time before resolving"
+	}
+}
+
+func envOr(getenv func(string) string, k, def string) string {
+	if v := getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func envInt(getenv func(string) string, k string) int64 {
+	v, _ := strconv.ParseInt(getenv(k), 10, 64)
+	return v
+}
