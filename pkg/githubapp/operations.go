@@ -219,3 +219,61 @@ func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, rep
 	}
 	return out, nil
 }
+
+// HookDelivery is one attempt of the App's webhook deliveries.
+type HookDelivery struct {
+	ID          int64     `json:"id"`
+	GUID        string    `json:"guid"`
+	DeliveredAt time.Time `json:"delivered_at"`
+	Redelivery  bool      `json:"redelivery"`
+	StatusCode  int       `json:"status_code"`
+	Event       string    `json:"event"`
+	Action      string    `json:"action,omitempty"`
+}
+
+// ListHookDeliveries lists the App's webhook delivery attempts, newest first, back to since, at
+// most maxPages pages of 100 (App JWT; cursor pagination).
+func (c *Client) ListHookDeliveries(ctx context.Context, since time.Time, maxPages int) ([]HookDelivery, error) {
+	opts := &github.ListCursorOptions{PerPage: 100}
+	var out []HookDelivery
+	for page := 0; page < maxPages; page++ {
+		var list []*github.HookDelivery
+		var cursor string
+		err := c.call(ctx, OpListDeliveries, 0, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+			var resp *github.Response
+			var err error
+			list, resp, err = gh.Apps.ListHookDeliveries(ctx, opts)
+			if resp != nil {
+				cursor = resp.Cursor
+			}
+			return resp, err
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range list {
+			at := d.GetDeliveredAt().Time
+			if at.Before(since) {
+				return out, nil
+			}
+			out = append(out, HookDelivery{ID: d.GetID(), GUID: d.GetGUID(), DeliveredAt: at, Redelivery: d.GetRedelivery(),
+				StatusCode: d.GetStatusCode(), Event: d.GetEvent(), Action: d.GetAction()})
+		}
+		if cursor == "" || len(list) == 0 {
+			break
+		}
+		opts.Cursor = cursor
+	}
+	return out, nil
+}
+
+// RedeliverHookDelivery asks GitHub to deliver an attempt's payload again (same GUID).
+func (c *Client) RedeliverHookDelivery(ctx context.Context, id int64) error {
+	return c.call(ctx, OpRedeliver, 0, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		_, resp, err := gh.Apps.RedeliverHookDelivery(ctx, id)
+		if _, ok := err.(*github.AcceptedError); ok {
+			return resp, nil // 202: accepted
+		}
+		return resp, err
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -109,20 +110,30 @@ func (s *Simulator) listDeliveries(w http.ResponseWriter, r *http.Request, _ *re
 		cursor = v
 	}
 	s.mu.Lock()
-	var page []HookDelivery
-	more := false
-	for i := len(s.deliveries) - 1; i >= 0; i-- {
-		d := s.deliveries[i]
-		if cursor != 0 && d.ID >= cursor {
-			continue
-		}
-		if len(page) == perPage {
-			more = true
-			break
-		}
-		page = append(page, *d)
+	sorted := make([]HookDelivery, len(s.deliveries))
+	for i, d := range s.deliveries {
+		sorted[i] = *d
 	}
 	s.mu.Unlock()
+	// Newest first, as GitHub lists them; the cursor is the id of the previous page's last item.
+	sort.Slice(sorted, func(i, j int) bool {
+		if !sorted[i].DeliveredAt.Equal(sorted[j].DeliveredAt) {
+			return sorted[i].DeliveredAt.After(sorted[j].DeliveredAt)
+		}
+		return sorted[i].ID > sorted[j].ID
+	})
+	start := 0
+	if cursor != 0 {
+		for i, d := range sorted {
+			if d.ID == cursor {
+				start = i + 1
+				break
+			}
+		}
+	}
+	end := min(start+perPage, len(sorted))
+	page := sorted[start:end]
+	more := end < len(sorted)
 	if more {
 		w.Header().Set("Link", fmt.Sprintf(`<%s>; rel="next"`,
 			s.apiURL(r, "/app/hook/deliveries?per_page=%d&cursor=%d", perPage, page[len(page)-1].ID)))

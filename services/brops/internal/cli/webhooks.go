@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+)
+
+// redelivery is one failed delivery and what was done about it.
+type redelivery struct {
+	GUID        string    `json:"guid"`
+	AttemptID   int64     `json:"attempt_id"`
+	Event       string    `json:"event"`
+	Action      string    `json:"action,omitempty"`
+	DeliveredAt time.Time `json:"delivered_at"`
+	StatusCode  int       `json:"status_code"`
+	Result      string    `json:"result"` // requested, would_request, failed
+	Error       string    `json:"error,omitempty"`
+}
+
+func newWebhooksCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "webhooks", Short: "Work with the App's webhook deliveries on GitHub"}
+	var since time.Duration
+	var maxPages, maxRequests int
+	var dryRun bool
+	var apiURL, keyFile string
+	var appID int64
+	redeliver := &cobra.Command{
+		Use:   "redeliver",
+		Short: "Ask GitHub to redeliver failed deliveries that never reached the inbox",
+		Long: `GitHub never redelivers a failed delivery by itself. This lists the App's deliveries of the
+last --since (GET /app/hook/deliveries, as the App), and for every delivery GUID that has no
+successful attempt and is not in webhook_inbox, requests one redelivery of its newest attempt
+(POST /app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
+from a CronJob) is safe; each run requests each missing GUID at most once, and at most
+--max-requests in total.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if since <= 0 || since > 72*time.Hour {
+				return usageError{fmt.Errorf("--since %v: want more than 0 and at most 72h (GitHub keeps deliveries 3 days)", since)}
+			}
+			if appID <= 0 || keyFile == "" {
+				return usageError{errors.New("set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)")}
+			}
+			key, err := githubapp.ReadPrivateKey(keyFile)
+			if err != nil {
+				return err
+			}
+			gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: apiURL, Timeout: 20 * time.Second})
+			if err != nil {
+				return err
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			attempts, err := gh.ListHookDeliveries(cmd.Context(), time.Now().Add(-since), maxPages)
+			if err != nil {
+				return err
+			}
+			// Per GUID: did any attempt succeed, and which attempt is the newest.
+			type state struct {
+				ok     bool
+				newest githubapp.HookDelivery
+			}
+			byGUID := map[string]*state{}
+			for _, a := range attempts {
+				s := byGUID[a.GUID]
+				if s == nil {
+					s = &state{newest: a}
+					byGUID[a.GUID] = s
+				}
+				if a.StatusCode >= 200 && a.StatusCode < 300 {
+					s.ok = true
+				}
+				if a.DeliveredAt.After(s.newest.DeliveredAt) {
+					s.newest = a
+				}
+			}
+			var failed []string
+			for guid, s := range byGUID {
+				if !s.ok {
+					failed = append(failed, guid)
+				}
+			}
+			// Deliveries that failed on GitHub's side but were stored anyway (e.g. a timeout after
+			// the commit) need nothing.
+			inInbox := map[string]bool{}
+			if len(failed) > 0 {
+				rows, err := pool.Query(cmd.Context(), `SELECT delivery_id FROM webhook_inbox WHERE delivery_id = ANY($1)`, failed)
+				if err != nil {
+					return fmt.Errorf("read inbox: %w", err)
+				}
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err != nil {
+						return err
+					}
+					inInbox[id] = true
+				}
+				rows.Close()
+			}
+			var out []redelivery
+			for _, guid := range failed {
+				if inInbox[guid] {
+					continue
+				}
+				n := byGUID[guid].newest
+				out = append(out, redelivery{GUID: guid, AttemptID: n.ID, Event: n.Event, Action: n.Action, DeliveredAt: n.DeliveredAt, StatusCode: n.StatusCode})
+			}
+			sort.Slice(out, func(i, j int) bool { return out[i].DeliveredAt.Before(out[j].DeliveredAt) })
+			if len(out) > maxRequests {
+				out = out[:maxRequests]
+			}
+			failures := 0
+			for i := range out {
+				if dryRun {
+					out[i].Result = "would_request"
+					continue
+				}
+				if err := gh.RedeliverHookDelivery(cmd.Context(), out[i].AttemptID); err != nil {
+					out[i].Result, out[i].Error = "failed", err.Error()
+					failures++
+					continue
+				}
+				out[i].Result = "requested"
+			}
+			if err := g.render(out, func(w io.Writer) {
+				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d failed and missing from the inbox\n", len(attempts), since, len(byGUID), len(out))
+				if len(out) > 0 {
+					fmt.Fprintln(w, "GUID\tEVENT\tDELIVERED\tSTATUS\tRESULT")
+				}
+				for _, r := range out {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s %s\n", r.GUID, r.Event, r.DeliveredAt.UTC().Format(time.RFC3339), r.StatusCode, r.Result, r.Error)
+				}
+			}); err != nil {
+				return err
+			}
+			if failures > 0 {
+				return fmt.Errorf("%d redelivery requests failed", failures)
+			}
+			return nil
+		},
+	}
+	redeliver.Flags().DurationVar(&since, "since", 6*time.Hour, "look at deliveries of this period (at most 72h)")
+	redeliver.Flags().IntVar(&maxPages, "max-pages", 50, "read at most this many pages of 100 deliveries")
+	redeliver.Flags().IntVar(&maxRequests, "max-requests", 500, "request at most this many redeliveries per run")
+	redeliver.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redelivered, request nothing")
+	redeliver.Flags().StringVar(&apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
+	redeliver.Flags().Int64Var(&appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
+	redeliver.Flags().StringVar(&keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
+	cmd.AddCommand(redeliver)
+	return cmd
+}

@@ -1,0 +1,89 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+)
+
+func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 7, AppPublicKey: pub})
+	t.Cleanup(sim.Close)
+	now := time.Now()
+	payload := []byte(`{"zen":"x"}`)
+	sim.RecordDelivery("guid-stored-anyway", "push", "", 502, payload, now.Add(-time.Hour)) // failed on GitHub's side, but in the inbox
+	wantB := sim.RecordDelivery("guid-failed", "push", "", 503, payload, now.Add(-2*time.Hour))
+	sim.RecordDelivery("guid-ok", "push", "", 202, payload, now.Add(-2*time.Hour))
+	sim.RecordDelivery("guid-twice", "workflow_run", "completed", 500, payload, now.Add(-3*time.Hour))
+	wantD := sim.RecordDelivery("guid-twice", "workflow_run", "completed", 0, payload, now.Add(-150*time.Minute)) // newest attempt
+	sim.RecordDelivery("guid-old", "push", "", 500, payload, now.Add(-10*time.Hour))                              // outside --since
+	sim.RecordDelivery("guid-recovered", "push", "", 500, payload, now.Add(-4*time.Hour))
+	sim.RecordDelivery("guid-recovered", "push", "", 202, payload, now.Add(-3*time.Hour))
+	for i := 0; i < 150; i++ { // pages: 100 per page
+		sim.RecordDelivery("guid-filler-"+strconv.Itoa(i), "ping", "", 200, payload, now.Add(-time.Duration(i)*time.Second))
+	}
+	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_accept_webhook('guid-stored-anyway', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"DATABASE_URL": o.env["DATABASE_URL"], "BOARDREADYOPS_GITHUB_API_URL": srv.URL,
+		"BOARDREADYOPS_GITHUB_APP_ID": "7", "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE": keyFile}
+
+	guids := func(out string) []string {
+		var rs []struct{ GUID, Result string }
+		if err := json.Unmarshal([]byte(out), &rs); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		var g []string
+		for _, r := range rs {
+			g = append(g, r.GUID+":"+r.Result)
+		}
+		sort.Strings(g)
+		return g
+	}
+	code, out, errOut := run(t, env, "webhooks", "redeliver", "--since", "6h", "--dry-run", "-o", "json")
+	if code != 0 || strings.Join(guids(out), ",") != "guid-failed:would_request,guid-twice:would_request" {
+		t.Fatalf("dry run: %d %s %s", code, out, errOut)
+	}
+	if n := sim.Count(githubsim.OpRedeliver, 0); n != 0 {
+		t.Fatalf("dry run requested %d redeliveries", n)
+	}
+	code, out, _ = run(t, env, "webhooks", "redeliver", "--since", "6h", "-o", "json")
+	if code != 0 || strings.Join(guids(out), ",") != "guid-failed:requested,guid-twice:requested" {
+		t.Fatalf("redeliver: %d %s", code, out)
+	}
+	var paths []string
+	for _, e := range sim.Journal() {
+		if e.Operation == githubsim.OpRedeliver {
+			paths = append(paths, e.Path)
+		}
+	}
+	sort.Strings(paths)
+	want := []string{"/app/hook/deliveries/" + strconv.FormatInt(wantB, 10) + "/attempts", "/app/hook/deliveries/" + strconv.FormatInt(wantD, 10) + "/attempts"}
+	sort.Strings(want)
+	if strings.Join(paths, ",") != strings.Join(want, ",") {
+		t.Fatalf("redelivered %v, want each missing GUID once (newest attempt) %v", paths, want)
+	}
+	if code, _, errOut := run(t, env, "webhooks", "redeliver", "--since", "100h"); code != 2 || !strings.Contains(errOut, "at most 72h") {
+		t.Fatalf("--since 100h: %d %s", code, errOut)
+	}
+}
