@@ -85,7 +85,9 @@ type Base struct {
 	Pool     *pgxpool.Pool
 	Registry *prometheus.Registry
 	Ops      *opsserver.Server
-	common   config.Common
+	// Getenv is the environment the service was configured from (OTEL_* for tracing).
+	Getenv config.Getenv
+	common config.Common
 }
 
 // Start opens the pool, builds the registry (with Go runtime and process collectors) and binds

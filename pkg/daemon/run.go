@@ -60,6 +60,7 @@ func Run(ctx context.Context, spec Spec, args []string, getenv config.Getenv, st
 	if err != nil {
 		return err
 	}
+	base.Getenv = getenv
 	defer base.Close()
 	base.Logger.Info("starting", "metrics_addr", base.Ops.Addr())
 

@@ -106,8 +106,15 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 	wake := notify.New(b.Pool, notify.Jobs, 10*time.Millisecond, b.Logger)
 	go wake.Run(ctx)
 
-	tp := telemetry.NewTracerProvider()
-	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
+	tp, err := telemetry.Setup(ctx, "ingest", b.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { // flush what is buffered; bounded
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
 
 	handler := webhook.NewHandler(webhook.Options{
 		Secrets:      sec.Secrets,

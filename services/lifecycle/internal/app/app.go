@@ -89,8 +89,15 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 
 	wakeDispatchers := notify.New(b.Pool, notify.Outbox, 10*time.Millisecond, b.Logger)
 	go wakeDispatchers.Run(ctx)
-	tp := telemetry.NewTracerProvider()
-	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
+	tp, err := telemetry.Setup(ctx, "lifecycle", b.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { // flush what is buffered; bounded
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
 
 	w := worker.New(wc, b.Pool, handler.New(c.Handler, b.Logger, nil), worker.NewMetrics(b.Registry),
 		tp.Tracer("github.com/boardreadyops/cloud/services/lifecycle"), b.Logger, wakeDispatchers.Signal)

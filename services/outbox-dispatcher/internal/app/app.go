@@ -91,8 +91,15 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	if err != nil {
 		return err
 	}
-	tp := telemetry.NewTracerProvider()
-	defer tp.Shutdown(context.Background()) //nolint:errcheck // nothing to flush without exporters
+	tp, err := telemetry.Setup(ctx, "outbox-dispatcher", b.Getenv)
+	if err != nil {
+		return err
+	}
+	defer func() { // flush what is buffered; bounded
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = tp.Shutdown(sctx)
+	}()
 	tracer := tp.Tracer("github.com/boardreadyops/cloud/services/outbox-dispatcher")
 	m := dispatcher.NewMetrics(b.Registry)
 	gh, err := githubapp.New(githubapp.Config{AppID: int64(c.AppID), PrivateKey: key, BaseURL: c.GitHubURL,
