@@ -18,8 +18,13 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: ## Run every test against a real PostgreSQL (a private one is started unless TEST_DATABASE_URL is set)
+test: test-rules ## Run every test against a real PostgreSQL (a private one is started unless TEST_DATABASE_URL is set)
 	go test $(GOTEST_FLAGS) $(ROOT_PKG)
+
+.PHONY: test-rules
+test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
+	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus (Debian) provides it"; exit 1; }
+	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
 lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all modules

@@ -1,0 +1,45 @@
+package docscheck_test
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// anchor turns a Markdown heading into GitHub's anchor.
+func anchor(heading string) string {
+	s := strings.ToLower(strings.TrimSpace(heading))
+	s = regexp.MustCompile(`[^a-z0-9 -]`).ReplaceAllString(s, "")
+	return strings.ReplaceAll(s, " ", "-")
+}
+
+func TestEveryRunbookLinkResolves(t *testing.T) {
+	t.Parallel()
+	rules, err := os.ReadFile("../../charts/boardreadyops/rules/boardreadyops.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	anchors := map[string]bool{}
+	for _, line := range strings.Split(string(ops), "\n") {
+		if h, ok := strings.CutPrefix(line, "## "); ok {
+			anchors[anchor(h)] = true
+		}
+	}
+	links := regexp.MustCompile(`runbook_url: \S*docs/operations\.md#(\S+)`).FindAllStringSubmatch(string(rules), -1)
+	if len(links) == 0 {
+		t.Fatal("no runbook links found in the rules")
+	}
+	for _, l := range links {
+		if !anchors[l[1]] {
+			t.Errorf("runbook link #%s has no section in docs/operations.md", l[1])
+		}
+	}
+	if n := strings.Count(string(rules), "- alert: "); n != len(links) {
+		t.Errorf("%d alerts but %d runbook links: every alert needs one", n, len(links))
+	}
+}
