@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/boardreadyops/cloud/pkg/telemetry"
@@ -35,5 +38,22 @@ func TestTraceparentRoundTrip(t *testing.T) {
 	}
 	if sc := trace.SpanContextFromContext(telemetry.ContextWithTraceparent(context.Background(), "garbage")); sc.IsValid() {
 		t.Fatal("garbage traceparent produced a span context")
+	}
+}
+
+func TestObserveAttachesTraceIDExemplar(t *testing.T) {
+	t.Parallel()
+	tp := telemetry.NewTracerProvider()
+	ctx, span := tp.Tracer("test").Start(context.Background(), "op")
+	defer span.End()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h_seconds", Help: "h", Buckets: []float64{1}})
+	telemetry.Observe(ctx, h, 0.5)
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	ex := m.GetHistogram().GetBucket()[0].GetExemplar()
+	if ex == nil || len(ex.GetLabel()) != 1 || ex.GetLabel()[0].GetValue() != span.SpanContext().TraceID().String() {
+		t.Fatalf("exemplar %v", ex)
 	}
 }

@@ -90,7 +90,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(body)
-		h.opts.Metrics.observe(event, result, time.Since(start).Seconds())
+		h.opts.Metrics.observe(ctx, event, result, time.Since(start).Seconds())
 		span.SetAttributes(attribute.String("boardreadyops.result", result), attribute.Int("http.response.status_code", status))
 		if status >= 500 {
 			span.SetStatus(codes.Error, result)

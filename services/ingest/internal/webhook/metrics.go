@@ -1,10 +1,13 @@
 package webhook
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
 
 // Metrics are ingest's instruments. Labels come only from closed sets: the handled events plus
@@ -38,10 +41,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 }
 
-func (m *Metrics) observe(event, result string, seconds float64) {
+func (m *Metrics) observe(ctx context.Context, event, result string, seconds float64) {
 	if !eventdoc.Handled(event) {
 		event = EventOther
 	}
 	m.deliveries.WithLabelValues(event, result).Inc()
-	m.duration.WithLabelValues(result).Observe(seconds)
+	telemetry.Observe(ctx, m.duration.WithLabelValues(result), seconds)
 }

@@ -44,6 +44,14 @@ type bundle struct {
 	reg    *prometheus.Registry
 	now    atomic.Pointer[time.Time]
 	seq    atomic.Int64
+	// metricsReg, when set, receives the next worker's metrics.
+	metricsReg *prometheus.Registry
+}
+
+// metricsRegistry rebuilds the worker with its metrics on reg.
+func (b *bundle) metricsRegistry(reg *prometheus.Registry) {
+	b.metricsReg = reg
+	b.withWorker(nil)
 }
 
 // hookHandler runs hook before the real handler, to inject failures.
@@ -84,7 +92,11 @@ func (b *bundle) withWorker(hook func(handler.Job), opts ...func(*worker.Config)
 	if hook != nil {
 		hh = hookHandler{h: h, hook: hook}
 	}
-	b.worker = worker.New(cfg, b.pool, hh, worker.NewMetrics(prometheus.NewRegistry()), telemetry.NewTracerProvider().Tracer("test"),
+	reg := b.metricsReg
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	b.worker = worker.New(cfg, b.pool, hh, worker.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("test"),
 		slog.New(slog.DiscardHandler), nil)
 	return b
 }

@@ -175,6 +175,7 @@ type outcome struct {
 	job     jobs.Job
 	result  string // handler outcome, or deferred / retried / dead_letter
 	effects int
+	traceID string // the job span's, for the lag exemplar
 }
 
 func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
@@ -208,7 +209,7 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 		effects += o.effects
 		w.metrics.processed.WithLabelValues(kindLabel(o.job.Kind), o.result).Inc()
 		if o.result != resultDeferred && o.result != resultRetried {
-			w.metrics.lag.Observe(time.Since(o.job.CreatedAt).Seconds())
+			telemetry.ObserveTraceID(w.metrics.lag, time.Since(o.job.CreatedAt).Seconds(), o.traceID)
 		}
 	}
 	if effects > 0 {
@@ -306,7 +307,7 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 			return outcome{}, false, errJobFailed
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
-		return outcome{job: j, result: res.Outcome, effects: res.Effects}, true, nil
+		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx)}, true, nil
 	}
 
 	sp, err := tx.Begin(ctx)
@@ -319,7 +320,7 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 			return outcome{}, false, fmt.Errorf("release savepoint: %w", err)
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
-		return outcome{job: j, result: res.Outcome, effects: res.Effects}, true, nil
+		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx)}, true, nil
 	}
 	if err := sp.Rollback(ctx); err != nil {
 		return outcome{}, false, fmt.Errorf("roll back to savepoint: %w", err)
@@ -340,7 +341,7 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 			return outcome{}, false, err
 		}
 		w.logger.Error("job dead-lettered", "job_id", j.ID, "kind", j.Kind, "error", herr)
-		return outcome{job: j, result: resultDeadLetter}, false, nil
+		return outcome{job: j, result: resultDeadLetter, traceID: telemetry.TraceID(ctx)}, false, nil
 	}
 	status, err := w.jobs.Retry(ctx, tx, j.ID, w.cfg.ID, herr.Error(), time.Now().Add(backoff(j.Attempts, w.cfg.MaxBackoff)))
 	if err != nil {

@@ -185,7 +185,7 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	span.SetAttributes(attribute.String("boardreadyops.outcome", outcome))
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
 	if outcome == OutcomeCompleted {
-		d.metrics.lag.WithLabelValues(e.EffectType).Observe(time.Since(e.CreatedAt).Seconds())
+		telemetry.Observe(ctx, d.metrics.lag.WithLabelValues(e.EffectType), time.Since(e.CreatedAt).Seconds())
 	}
 }
 
