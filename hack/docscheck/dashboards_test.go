@@ -1,0 +1,96 @@
+package docscheck_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// exportedMetrics reads the metric names the services declare (Name: "boardreadyops_…"), with
+// the series names a histogram adds.
+func exportedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	decl := regexp.MustCompile(`Name:\s+"(boardreadyops_[a-z0-9_]+)"`)
+	names := map[string]bool{}
+	for _, root := range []string{"../../services", "../../pkg"} {
+		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			for _, m := range decl.FindAllStringSubmatch(string(src), -1) {
+				for _, suffix := range []string{"", "_bucket", "_count", "_sum"} {
+					names[m[1]+suffix] = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return names
+}
+
+// Every dashboard query parses as PromQL (promtool) and names only metrics a service exports.
+func TestDashboardQueries(t *testing.T) {
+	t.Parallel()
+	files, _ := filepath.Glob("../../charts/boardreadyops/dashboards/*.json")
+	if len(files) == 0 {
+		t.Fatal("no dashboards")
+	}
+	exported := exportedMetrics(t)
+	metricRef := regexp.MustCompile(`boardreadyops_[a-z0-9_]+`)
+	var rules strings.Builder
+	rules.WriteString("groups:\n- name: dashboard-queries\n  rules:\n")
+	n := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dash struct {
+			Panels []struct {
+				Title   string `json:"title"`
+				Targets []struct {
+					Expr string `json:"expr"`
+				} `json:"targets"`
+			} `json:"panels"`
+		}
+		if err := json.Unmarshal(raw, &dash); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, p := range dash.Panels {
+			for _, target := range p.Targets {
+				n++
+				for _, m := range metricRef.FindAllString(target.Expr, -1) {
+					if !exported[m] {
+						t.Errorf("%s, panel %q: %s is not exported by any service", filepath.Base(f), p.Title, m)
+					}
+				}
+				exprJSON, _ := json.Marshal(target.Expr)
+				fmt.Fprintf(&rules, "  - record: dashboard:query_%d\n    expr: %s\n", n, exprJSON)
+			}
+		}
+	}
+	// promtool parses every expression of a rules file: the queries as recording rules.
+	path := filepath.Join(t.TempDir(), "queries.yml")
+	if err := os.WriteFile(path, []byte(rules.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("promtool", "check", "rules", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool (apt-get install prometheus) rejected a dashboard query: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), fmt.Sprintf("%d rules found", n)) {
+		t.Fatalf("promtool checked fewer queries than the %d on the dashboards:\n%s", n, out)
+	}
+}
