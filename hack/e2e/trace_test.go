@@ -150,6 +150,9 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 		"webhook.receive": "boardreadyops-ingest", "ingest.accept": "boardreadyops-ingest",
 		"lifecycle.job": "boardreadyops-lifecycle", "outbox.deliver": "boardreadyops-outbox-dispatcher",
 		"github.create_check_run": "boardreadyops-outbox-dispatcher", "github.dispatch_workflow": "boardreadyops-outbox-dispatcher",
+		// database calls inside the trace, in each service
+		"db boardreadyops_accept_webhook": "boardreadyops-ingest", "db boardreadyops_create_release_run": "boardreadyops-lifecycle",
+		"db boardreadyops_start_control_plane_outbox_delivery": "boardreadyops-outbox-dispatcher",
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -19,10 +19,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/database"
 	"github.com/boardreadyops/cloud/pkg/opsserver"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
 
 // RunFunc is a service's entry point: it parses args and the environment, runs until ctx ends,
@@ -80,9 +82,12 @@ func WorkerID(service string) string {
 
 // Base is what every service starts with.
 type Base struct {
-	Name     string
-	Logger   *slog.Logger
-	Pool     *pgxpool.Pool
+	Name   string
+	Logger *slog.Logger
+	Pool   *pgxpool.Pool
+	// Traces is the service's tracer provider, configured from the OTEL_* environment; its spans
+	// include one per database query.
+	Traces   *sdktrace.TracerProvider
 	Registry *prometheus.Registry
 	Ops      *opsserver.Server
 	// Getenv is the environment the service was configured from (OTEL_* for tracing).
@@ -92,12 +97,18 @@ type Base struct {
 
 // Start opens the pool, builds the registry (with Go runtime and process collectors) and binds
 // the operational endpoints. Readiness is the database check plus any extra checks.
-func Start(ctx context.Context, name string, common config.Common, stderr io.Writer, extraReady ...opsserver.ReadyFunc) (*Base, error) {
+func Start(ctx context.Context, name string, common config.Common, getenv config.Getenv, stderr io.Writer, extraReady ...opsserver.ReadyFunc) (*Base, error) {
 	logger := NewLogger(stderr, common.LogLevel, common.LogFormat, name)
+	traces, err := telemetry.Setup(ctx, name, getenv)
+	if err != nil {
+		return nil, err
+	}
 	pool, err := database.Open(ctx, common.DatabaseURL, database.PoolOptions{
 		MaxConns: int32(common.DBMaxConns), ApplicationName: "boardreadyops-" + name,
+		Tracer: traces.Tracer("github.com/boardreadyops/cloud/pkg/database"),
 	})
 	if err != nil {
+		_ = traces.Shutdown(context.Background())
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
@@ -116,9 +127,10 @@ func Start(ctx context.Context, name string, common config.Common, stderr io.Wri
 	ops, err := opsserver.New(common.MetricsAddr, reg, ready, logger)
 	if err != nil {
 		pool.Close()
+		_ = traces.Shutdown(context.Background())
 		return nil, err
 	}
-	return &Base{Name: name, Logger: logger, Pool: pool, Registry: reg, Ops: ops, common: common}, nil
+	return &Base{Name: name, Logger: logger, Pool: pool, Traces: traces, Registry: reg, Ops: ops, Getenv: getenv, common: common}, nil
 }
 
 // ServeOps serves the operational endpoints until ctx ends.
@@ -129,5 +141,10 @@ func (b *Base) ServeOps(ctx context.Context) error {
 // ShutdownTimeout is the configured bound on graceful shutdown.
 func (b *Base) ShutdownTimeout() time.Duration { return b.common.ShutdownTimeout }
 
-// Close releases the pool.
-func (b *Base) Close() { b.Pool.Close() }
+// Close releases the pool and flushes buffered spans (bounded).
+func (b *Base) Close() {
+	b.Pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = b.Traces.Shutdown(ctx)
+}

@@ -56,11 +56,10 @@ func Run(ctx context.Context, spec Spec, args []string, getenv config.Getenv, st
 		return ErrUsage
 	}
 
-	base, err := Start(ctx, spec.Name, common, stderr, spec.Ready...)
+	base, err := Start(ctx, spec.Name, common, getenv, stderr, spec.Ready...)
 	if err != nil {
 		return err
 	}
-	base.Getenv = getenv
 	defer base.Close()
 	base.Logger.Info("starting", "metrics_addr", base.Ops.Addr())
 

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/boardreadyops/cloud/schema"
 )
@@ -31,6 +32,8 @@ type PoolOptions struct {
 	MinConns int32
 	// ApplicationName shows in pg_stat_activity.
 	ApplicationName string
+	// Tracer, when set, spans every query.
+	Tracer trace.Tracer
 }
 
 // Open creates a pool for databaseURL. It does not wait for the database: a service starts, reports
@@ -49,6 +52,9 @@ func Open(ctx context.Context, databaseURL string, opts PoolOptions) (*pgxpool.P
 	}
 	if opts.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opts.ApplicationName
+	}
+	if opts.Tracer != nil {
+		cfg.ConnConfig.Tracer = queryTracer{tracer: opts.Tracer}
 	}
 	if cfg.ConnConfig.ConnectTimeout == 0 {
 		cfg.ConnConfig.ConnectTimeout = 5 * time.Second

@@ -10,7 +10,9 @@ package telemetry
 import (
 	"context"
 	"regexp"
+	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -55,4 +57,19 @@ func TraceID(ctx context.Context) string {
 		return ""
 	}
 	return sc.TraceID().String()
+}
+
+// ClaimSpan records a span for a claim that returned work, from start to end, linked to the
+// traces of the claimed items (their stored traceparents). Empty claims (idle polling) record
+// nothing.
+func ClaimSpan(tracer trace.Tracer, name string, start, end time.Time, traceparents []string) {
+	links := make([]trace.Link, 0, len(traceparents))
+	for _, tp := range traceparents {
+		if sc := trace.SpanContextFromContext(ContextWithTraceparent(context.Background(), tp)); sc.IsValid() {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	_, span := tracer.Start(context.Background(), name, trace.WithTimestamp(start), trace.WithLinks(links...),
+		trace.WithAttributes(attribute.Int("boardreadyops.batch_size", len(traceparents))))
+	span.End(trace.WithTimestamp(end))
 }

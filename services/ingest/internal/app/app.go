@@ -19,7 +19,6 @@ import (
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/notify"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/ingest/internal/secrets"
 	"github.com/boardreadyops/cloud/services/ingest/internal/store"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
@@ -106,15 +105,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 	wake := notify.New(b.Pool, notify.Jobs, 10*time.Millisecond, b.Logger)
 	go wake.Run(ctx)
 
-	tp, err := telemetry.Setup(ctx, "ingest", b.Getenv)
-	if err != nil {
-		return err
-	}
-	defer func() { // flush what is buffered; bounded
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tp.Shutdown(sctx)
-	}()
+	tp := b.Traces
 
 	handler := webhook.NewHandler(webhook.Options{
 		Secrets:      sec.Secrets,

@@ -13,7 +13,6 @@ import (
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/notify"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
@@ -89,15 +88,7 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 
 	wakeDispatchers := notify.New(b.Pool, notify.Outbox, 10*time.Millisecond, b.Logger)
 	go wakeDispatchers.Run(ctx)
-	tp, err := telemetry.Setup(ctx, "lifecycle", b.Getenv)
-	if err != nil {
-		return err
-	}
-	defer func() { // flush what is buffered; bounded
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tp.Shutdown(sctx)
-	}()
+	tp := b.Traces
 
 	w := worker.New(wc, b.Pool, handler.New(c.Handler, b.Logger, nil), worker.NewMetrics(b.Registry),
 		tp.Tracer("github.com/boardreadyops/cloud/services/lifecycle"), b.Logger, wakeDispatchers.Signal)

@@ -125,6 +125,15 @@ func (w *Worker) loop(ctx context.Context) {
 		batch, err := w.jobs.Claim(cctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
 		cancel()
 		w.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		if err == nil && len(batch) > 0 {
+			tps := make([]string, 0, len(batch))
+			for _, j := range batch {
+				if j.Traceparent != nil {
+					tps = append(tps, *j.Traceparent)
+				}
+			}
+			telemetry.ClaimSpan(w.tracer, "lifecycle.claim", start, time.Now(), tps)
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				w.logger.Warn("claim jobs failed", "error", err)

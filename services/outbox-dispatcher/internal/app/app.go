@@ -12,7 +12,6 @@ import (
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
@@ -91,15 +90,7 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	if err != nil {
 		return err
 	}
-	tp, err := telemetry.Setup(ctx, "outbox-dispatcher", b.Getenv)
-	if err != nil {
-		return err
-	}
-	defer func() { // flush what is buffered; bounded
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = tp.Shutdown(sctx)
-	}()
+	tp := b.Traces
 	tracer := tp.Tracer("github.com/boardreadyops/cloud/services/outbox-dispatcher")
 	m := dispatcher.NewMetrics(b.Registry)
 	gh, err := githubapp.New(githubapp.Config{AppID: int64(c.AppID), PrivateKey: key, BaseURL: c.GitHubURL,

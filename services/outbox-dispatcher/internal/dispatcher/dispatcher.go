@@ -131,6 +131,15 @@ func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
 		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, min(free, d.cfg.BatchSize), d.cfg.Lease)
 		cancel()
 		d.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		if err == nil && len(batch) > 0 {
+			tps := make([]string, 0, len(batch))
+			for _, e := range batch {
+				if e.Traceparent != nil {
+					tps = append(tps, *e.Traceparent)
+				}
+			}
+			telemetry.ClaimSpan(d.tracer, "outbox.claim", start, time.Now(), tps)
+		}
 		if err != nil || len(batch) == 0 {
 			<-d.slots
 			if err != nil && ctx.Err() == nil {
