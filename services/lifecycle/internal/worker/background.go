@@ -4,43 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/boardreadyops/cloud/pkg/notify"
 )
 
-// listen holds a dedicated connection LISTENing on the jobs channel and wakes the loops on each
-// notification. A lost connection is re-established with backoff; the loops poll meanwhile, and
-// every (re)connect wakes them once, since notifications may have been missed.
+// listen wakes the loops on every NOTIFY boardreadyops_jobs (pkg/notify reconnects with backoff).
 func (w *Worker) listen(ctx context.Context) {
-	delay := time.Second
-	for ctx.Err() == nil {
-		err := w.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		w.logger.Warn("LISTEN connection lost; polling until it is back", "error", err, "retry_in", delay)
-		sleep(ctx, delay, nil)
-		delay = min(delay*2, 30*time.Second)
-	}
-}
-
-func (w *Worker) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, w.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notify.Jobs); err != nil {
-		return err
-	}
-	w.Wake()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		w.Wake()
-	}
+	notify.Listen(ctx, w.pool.Config().ConnConfig, notify.Jobs, w.Wake, w.logger)
 }
 
 // recoverLoop returns expired job leases (a lifecycle process died mid-batch) to the queue.

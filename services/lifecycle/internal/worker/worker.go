@@ -27,6 +27,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/jobs"
+	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 )
@@ -69,8 +70,7 @@ type Worker struct {
 	logger   *slog.Logger
 	// OnEffects is called after a commit that enqueued outbox effects (wakes dispatchers).
 	onEffects func()
-	wakeMu    sync.Mutex
-	wake      chan struct{}
+	waker     *notify.Waker
 }
 
 // New builds a worker. onEffects may be nil.
@@ -79,7 +79,7 @@ func New(cfg Config, pool *pgxpool.Pool, h Handler, m *Metrics, tracer trace.Tra
 		onEffects = func() {}
 	}
 	return &Worker{cfg: cfg, pool: pool, jobs: &jobs.Store{}, handlers: h, metrics: m, tracer: tracer, logger: logger,
-		onEffects: onEffects, wake: make(chan struct{})}
+		onEffects: onEffects, waker: notify.NewWaker()}
 }
 
 // Run works until ctx ends, then finishes the batches in hand and returns.
@@ -102,22 +102,11 @@ func (w *Worker) Run(ctx context.Context) error {
 }
 
 // Wake makes every idle loop look for work now.
-func (w *Worker) Wake() {
-	w.wakeMu.Lock()
-	close(w.wake)
-	w.wake = make(chan struct{})
-	w.wakeMu.Unlock()
-}
-
-func (w *Worker) wakeChan() <-chan struct{} {
-	w.wakeMu.Lock()
-	defer w.wakeMu.Unlock()
-	return w.wake
-}
+func (w *Worker) Wake() { w.waker.Wake() }
 
 func (w *Worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
-		wake := w.wakeChan() // taken before the claim, so a wake-up during it is not lost
+		wake := w.waker.C() // taken before the claim, so a wake-up during it is not lost
 		start := time.Now()
 		// Shutdown must not cancel a claim in flight: the server could commit it while the client
 		// sees a cancellation, stranding the batch until its lease expires.

@@ -4,42 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/boardreadyops/cloud/pkg/notify"
 )
 
-// listen holds a dedicated connection LISTENing on the outbox channel; a lost connection is
-// re-established with backoff while the loop polls, and every (re)connect wakes the loop once.
+// listen wakes the loop on every NOTIFY boardreadyops_outbox (pkg/notify reconnects with backoff).
 func (d *Dispatcher) listen(ctx context.Context) {
-	delay := time.Second
-	for ctx.Err() == nil {
-		err := d.listenOnce(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		d.logger.Warn("LISTEN connection lost; polling until it is back", "error", err, "retry_in", delay)
-		sleep(ctx, delay, nil)
-		delay = min(delay*2, 30*time.Second)
-	}
-}
-
-func (d *Dispatcher) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notify.Outbox); err != nil {
-		return err
-	}
-	d.Wake()
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		d.Wake()
-	}
+	notify.Listen(ctx, d.pool.Config().ConnConfig, notify.Outbox, d.Wake, d.logger)
 }
 
 // recoverLoop runs boardreadyops_recover_control_plane_outbox_leases periodically: a started

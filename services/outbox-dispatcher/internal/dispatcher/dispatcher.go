@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
@@ -60,15 +61,14 @@ type Dispatcher struct {
 	limiter   *limiter
 	completer *completer
 
-	slots  chan struct{}
-	wakeMu sync.Mutex
-	wake   chan struct{}
+	slots chan struct{}
+	waker *notify.Waker
 }
 
 // New builds a dispatcher.
 func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
-		limiter: newLimiter(cfg.PerInstallation), completer: newCompleter(pool, logger, max(cfg.Concurrency, 1)), slots: make(chan struct{}, cfg.Concurrency), wake: make(chan struct{})}
+		limiter: newLimiter(cfg.PerInstallation), completer: newCompleter(pool, logger, max(cfg.Concurrency, 1)), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
 }
 
 // Run delivers until ctx ends, then waits for the deliveries in flight and returns.
@@ -100,18 +100,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // Wake makes an idle dispatcher look for work now.
-func (d *Dispatcher) Wake() {
-	d.wakeMu.Lock()
-	close(d.wake)
-	d.wake = make(chan struct{})
-	d.wakeMu.Unlock()
-}
-
-func (d *Dispatcher) wakeChan() <-chan struct{} {
-	d.wakeMu.Lock()
-	defer d.wakeMu.Unlock()
-	return d.wake
-}
+func (d *Dispatcher) Wake() { d.waker.Wake() }
 
 // loop claims while there is room and hands each effect to its own goroutine.
 func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
@@ -123,7 +112,7 @@ func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
 			return
 		}
 		free := 1 + (cap(d.slots) - len(d.slots))
-		wake := d.wakeChan()
+		wake := d.waker.C()
 		start := time.Now()
 		// Shutdown must not cancel a claim in flight: the server could commit it while the client
 		// sees a cancellation, stranding the effects until their leases expire.
