@@ -3,6 +3,7 @@
 //	loadgen ingest      signed deliveries at a fixed concurrency against a running ingest
 //	loadgen lifecycle   preloaded push-tag jobs drained by a running lifecycle service
 //	loadgen pgbench     the reference alone: pgbench -N -c 8 -j 2 on a database
+//	loadgen e2e         release-tag pushes through the running services and the simulator, end to end
 //
 // Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
 // the reference docs/performance.md reports ratios against. Load is only ever sent to the URL given
@@ -16,7 +17,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench|e2e [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -27,6 +28,8 @@ func main() {
 		err = runLifecycle(os.Args[2:])
 	case "pgbench":
 		err = runPgbench(os.Args[2:])
+	case "e2e":
+		err = runE2E(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "loadgen: unknown subcommand %q\n", os.Args[1])
 		os.Exit(2)

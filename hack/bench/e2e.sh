@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# End-to-end load (docs/performance.md): a fresh durable PostgreSQL, the GitHub simulator running
+# every dispatched workflow (100 ms steps) and sending its workflow_run webhooks back, ingest,
+# lifecycle and outbox-dispatcher as separate processes, and `loadgen e2e` pushing release tags
+# (each run: 4 webhooks, 4 jobs, 3 effects) until every run is finished; then pgbench.
+#
+#   hack/bench/e2e.sh [--runs 50000] [--rate 0]
+runs=50000 rate=0
+while (($#)); do
+	case "$1" in
+	--runs) runs=$2; shift 2 ;;
+	--rate) rate=$2; shift 2 ;;
+	*) echo "unknown argument $1" >&2; exit 2 ;;
+	esac
+done
+source "$(dirname "$0")/lib.sh"
+
+bin/devkeys --dir "$work/dev"
+export LOG_LEVEL=warn DATABASE_URL=$db BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
+	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18091/
+bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
+	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms >"$work/githubsim.log" 2>&1 &
+pids+=($!)
+LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=16 bin/ingest >"$work/ingest.log" 2>&1 &
+pids+=($!); ingest_pid=$!
+METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 bin/lifecycle >"$work/lifecycle.log" 2>&1 &
+pids+=($!); lifecycle_pid=$!
+METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=16 BOARDREADYOPS_DISPATCHER_CONCURRENCY=64 BOARDREADYOPS_DISPATCHER_BATCH_SIZE=64 \
+	bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
+pids+=($!); dispatcher_pid=$!
+for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
+
+bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
+	--runs "$runs" --rate "$rate" --dispatcher-metrics http://127.0.0.1:19293/metrics \
+	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid" --pgbench-database-url "$pgbench_db"
+grep -h 'level=ERROR' "$work"/*.log | head -5 || true

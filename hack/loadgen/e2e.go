@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+)
+
+// e2eResult is one end-to-end load run.
+type e2eResult struct {
+	ReleaseRuns     int                `json:"release_runs"`
+	Seconds         float64            `json:"seconds"`
+	RunsPerSecond   float64            `json:"release_runs_per_second"`
+	Webhooks        int                `json:"webhooks_accepted"`
+	WebhooksPerSec  float64            `json:"webhooks_per_second"`
+	Effects         int                `json:"effects_completed"`
+	EffectsPerSec   float64            `json:"effects_per_second"`
+	PushFailures    int64              `json:"push_failures"`
+	ToCheckRun      [3]float64         `json:"accepted_to_check_run_created_ms_p50_p95_p99"`
+	ToDispatch      [3]float64         `json:"accepted_to_dispatched_ms_p50_p95_p99"`
+	ToCompleted     [3]float64         `json:"accepted_to_check_run_completed_ms_p50_p95_p99"`
+	ClaimP50ms      float64            `json:"claim_p50_ms"`
+	ClaimP99ms      float64            `json:"claim_p99_ms"`
+	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
+	PgbenchTPS      float64            `json:"pgbench_tps,omitempty"`
+	NotTerminal     int                `json:"release_runs_not_terminal"`
+	ExactlyOnceFail int                `json:"attempts_with_other_than_one_dispatch"`
+}
+
+func runE2E(args []string) error {
+	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
+	ingestURL := fs.String("ingest-url", "http://127.0.0.1:18080/webhook", "ingest webhook URL")
+	secretFile := fs.String("secret-file", "", "webhook secret file (first line signs)")
+	dbURL := fs.String("database-url", "", "the product database (read-only use: progress and latencies)")
+	runs := fs.Int("runs", 10000, "release runs (tag pushes) to drive")
+	repos := fs.Int("repositories", 100, "repositories the tags are spread over")
+	rate := fs.Float64("rate", 0, "pushes per second (0: as fast as the senders go)")
+	concurrency := fs.Int("concurrency", 16, "concurrent senders")
+	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URL (claim latency)")
+	pids := fs.String("pids", "", "name=pid,… of the services whose peak RSS to report")
+	pgbenchURL := fs.String("pgbench-database-url", "", "when set, pgbench -N -c 8 -j 2 on this database after the run")
+	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
+	jsonOut := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *runs < 1 || *runs > 1_000_000 || *repos < 1 || *concurrency < 1 || *concurrency > 512 {
+		return fmt.Errorf("runs 1..1e6, repositories >= 1, concurrency 1..512")
+	}
+	raw, err := os.ReadFile(*secretFile)
+	if err != nil {
+		return fmt.Errorf("read secret file: %w", err)
+	}
+	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, *dbURL)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+
+	start := time.Now()
+	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *rate, *concurrency)
+	// Wait until every release run is finished and every effect delivered.
+	var res e2eResult
+	for {
+		var terminal, open int
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
+			(SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased'))`).Scan(&terminal, &open); err != nil {
+			return err
+		}
+		if terminal >= *runs-int(failures) && open == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("not finished after %v: %d of %d release runs terminal, %d effects open", *timeout, terminal, *runs, open)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	res.Seconds = time.Since(start).Seconds()
+	res.PushFailures = failures
+	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM release_runs), (SELECT count(*) FROM webhook_inbox),
+		(SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'),
+		(SELECT count(*) FROM release_runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')),
+		(SELECT count(*) FROM (SELECT a.id FROM execution_attempts a LEFT JOIN control_plane_outbox o
+			ON o.execution_attempt_id = a.id AND o.effect_type = 'github.workflow.dispatch' AND o.status = 'completed'
+			GROUP BY a.id HAVING count(o.id) <> 1) x)`).
+		Scan(&res.ReleaseRuns, &res.Webhooks, &res.Effects, &res.NotTerminal, &res.ExactlyOnceFail); err != nil {
+		return err
+	}
+	res.RunsPerSecond = float64(res.ReleaseRuns) / res.Seconds
+	res.WebhooksPerSec = float64(res.Webhooks) / res.Seconds
+	res.EffectsPerSec = float64(res.Effects) / res.Seconds
+	lat := func(q string) ([3]float64, error) {
+		var v [3]*float64
+		err := conn.QueryRow(ctx, `SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY ms), percentile_cont(0.95) WITHIN GROUP (ORDER BY ms),
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) FROM (`+q+`) x`).Scan(&v[0], &v[1], &v[2])
+		var out [3]float64
+		for i := range v {
+			if v[i] != nil {
+				out[i] = *v[i]
+			}
+		}
+		return out, err
+	}
+	const pushTime = `(SELECT i.received_at FROM webhook_inbox i WHERE i.event = 'push' AND i.repository_id = r.repository_id
+		AND i.payload->'push'->>'ref' = r.ref ORDER BY i.received_at LIMIT 1)`
+	if res.ToCheckRun, err = lat(`SELECT extract(epoch FROM o.completed_at - ` + pushTime + `) * 1000 AS ms FROM release_runs r
+		JOIN control_plane_outbox o ON o.release_run_id = r.id AND o.effect_type = 'github.check_run.create' AND o.status = 'completed'`); err != nil {
+		return err
+	}
+	if res.ToDispatch, err = lat(`SELECT extract(epoch FROM a.dispatched_at - ` + pushTime + `) * 1000 AS ms FROM release_runs r
+		JOIN execution_attempts a ON a.release_run_id = r.id AND a.number = 1 WHERE a.dispatched_at IS NOT NULL`); err != nil {
+		return err
+	}
+	if res.ToCompleted, err = lat(`SELECT extract(epoch FROM o.completed_at - ` + pushTime + `) * 1000 AS ms FROM release_runs r
+		JOIN control_plane_outbox o ON o.release_run_id = r.id AND o.effect_type = 'github.check_run.complete' AND o.status = 'completed'`); err != nil {
+		return err
+	}
+	if *dispatcherMetrics != "" {
+		res.ClaimP50ms, res.ClaimP99ms = scrapeClaimQuantiles(*dispatcherMetrics)
+	}
+	res.PeakRSSMiB = peakRSS(*pids)
+	if *pgbenchURL != "" {
+		if res.PgbenchTPS, err = pgbench(*pgbenchURL, 30*time.Second); err != nil {
+			return err
+		}
+	}
+	if *jsonOut {
+		return json.NewEncoder(os.Stdout).Encode(res)
+	}
+	fmt.Printf("%d release runs in %.1fs: %.0f runs/s, %.0f webhooks/s accepted, %.0f effects/s delivered (push failures %d)\n",
+		res.ReleaseRuns, res.Seconds, res.RunsPerSecond, res.WebhooksPerSec, res.EffectsPerSec, res.PushFailures)
+	fmt.Printf("accepted → check run created  p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToCheckRun[0], res.ToCheckRun[1], res.ToCheckRun[2])
+	fmt.Printf("accepted → dispatched         p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToDispatch[0], res.ToDispatch[1], res.ToDispatch[2])
+	fmt.Printf("accepted → check run complete p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToCompleted[0], res.ToCompleted[1], res.ToCompleted[2])
+	fmt.Printf("dispatcher claim latency p50 <= %.1f ms, p99 <= %.1f ms; peak RSS MiB %v\n", res.ClaimP50ms, res.ClaimP99ms, res.PeakRSSMiB)
+	fmt.Printf("not terminal %d, attempts without exactly one completed dispatch %d", res.NotTerminal, res.ExactlyOnceFail)
+	if res.PgbenchTPS > 0 {
+		fmt.Printf("; pgbench -N -c 8 -j 2 %.0f tps", res.PgbenchTPS)
+	}
+	fmt.Println()
+	return nil
+}
+
+// sendPushes sends n signed release-tag pushes over repos repositories and returns the failures.
+func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, rate float64, concurrency int) int64 {
+	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}}
+	jobs := make(chan int, concurrency)
+	var failures atomic.Int64
+	var wg sync.WaitGroup
+	stamp := time.Now().UnixNano()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				r := i % repos
+				body, _ := json.Marshal(map[string]any{
+					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
+					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
+					"installation": map[string]any{"id": 60000 + r%10},
+					"repository": map[string]any{"id": 700000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("load-org-%d/repo-%d", r%10, r),
+						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%10), "type": "Organization"}},
+				})
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("X-GitHub-Event", "push")
+				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%x-%d", stamp, i))
+				req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
+				resp, err := client.Do(req)
+				if err != nil {
+					failures.Add(1)
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusAccepted {
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer t.Stop()
+		tick = t.C
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		if tick != nil {
+			<-tick
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return failures.Load()
+}
+
+var bucketLine = regexp.MustCompile(`^boardreadyops_outbox_claim_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)`)
+
+// scrapeClaimQuantiles reads the dispatcher's claim latency histogram and returns the p50 and p99
+// upper bucket bounds in milliseconds.
+func scrapeClaimQuantiles(url string) (float64, float64) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return -1, -1
+	}
+	defer resp.Body.Close()
+	type bucket struct{ le, count float64 }
+	var bs []bucket
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := bucketLine.FindStringSubmatch(sc.Text()); m != nil {
+			le, err1 := strconv.ParseFloat(m[1], 64)
+			c, err2 := strconv.ParseFloat(m[2], 64)
+			if m[1] == "+Inf" {
+				le, err1 = 1e9, nil
+			}
+			if err1 == nil && err2 == nil {
+				bs = append(bs, bucket{le, c})
+			}
+		}
+	}
+	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
+	if len(bs) == 0 || bs[len(bs)-1].count == 0 {
+		return -1, -1
+	}
+	total := bs[len(bs)-1].count
+	q := func(p float64) float64 {
+		for _, b := range bs {
+			if b.count >= p*total {
+				return b.le * 1000
+			}
+		}
+		return -1
+	}
+	return q(0.5), q(0.99)
+}
+
+// peakRSS reads VmHWM (peak resident set) of each name=pid.
+func peakRSS(spec string) map[string]float64 {
+	out := map[string]float64{}
+	for _, kv := range strings.Split(spec, ",") {
+		name, pid, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + pid + "/status")
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+				out[name] = kb / 1024
+			}
+		}
+	}
+	return out
+}
