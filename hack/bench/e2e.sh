@@ -34,3 +34,7 @@ bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work
 	--runs "$runs" --rate "$rate" --dispatcher-metrics http://127.0.0.1:19293/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid" --pgbench-database-url "$pgbench_db"
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
+if [[ -n "${KEEP_LOGS:-}" ]]; then
+	mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/
+	for p in 19291 19292 19293; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done
+fi

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 )
@@ -197,4 +198,55 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, d *eventdoc.Docume
 		return Result{}, fmt.Errorf("repository %d %s: %w", r.ID, d.Action, err)
 	}
 	return applied(0), nil
+}
+
+// Prepare records, before a batch's transaction, the installations and repositories its documents
+// name that are not recorded yet — in id order and committed at once. Inside the batch they would
+// be inserted in job order, and two batches inserting overlapping new rows in different orders
+// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second).
+func Prepare(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, docs []eventdoc.Document) error {
+	type repo struct {
+		id, installation  int64
+		fullName, owner   string
+		ownerType, branch string
+	}
+	repos := map[int64]repo{}
+	for _, d := range docs {
+		if d.Repository == nil || d.Repository.ID <= 0 || d.InstallationID <= 0 || d.Repository.FullName == "" {
+			continue
+		}
+		owner := d.Repository.OwnerLogin
+		if owner == "" {
+			owner, _, _ = strings.Cut(d.Repository.FullName, "/")
+		}
+		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch}
+	}
+	if len(repos) == 0 {
+		return nil
+	}
+	var ids, insts []int64
+	var names, owners, types, branches []string
+	for _, r := range repos {
+		ids, insts = append(ids, r.id), append(insts, r.installation)
+		names, owners, types, branches = append(names, r.fullName), append(owners, r.owner), append(types, r.ownerType), append(branches, r.branch)
+	}
+	_, err := db.Exec(ctx, `
+		WITH input AS (
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+				AS t(id, installation_id, full_name, owner, owner_type, default_branch)
+		), inst AS (
+			INSERT INTO installations (id, account_login, account_type)
+			SELECT DISTINCT ON (installation_id) installation_id, owner, owner_type FROM input ORDER BY installation_id
+			ON CONFLICT (id) DO NOTHING
+		)
+		INSERT INTO repositories (id, installation_id, full_name, default_branch)
+		SELECT id, installation_id, full_name, nullif(default_branch, '') FROM input
+		WHERE full_name ~ '^[^/\s]+/[^/\s]+$' ORDER BY id
+		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches)
+	if err != nil {
+		return fmt.Errorf("record new installations and repositories: %w", err)
+	}
+	return nil
 }

@@ -202,9 +202,11 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 		JOIN release_runs r ON r.id = a.release_run_id
 		JOIN repositories p ON p.id = r.repository_id
 		WHERE a.workflow_run_id = $1
-		FOR UPDATE OF a, r`, wr.ID).
+		FOR UPDATE OF r, a SKIP LOCKED`, wr.ID).
 		Scan(&attemptID, &number, &attemptStatus, &runID, &runStatus, &currentAttempt, &checkRunID, &installationID, &workflowFile, &fullName)
 	if errors.Is(err, pgx.ErrNoRows) {
+		// Not recorded yet, or its attempt is locked by the dispatch completion that is recording it
+		// right now (SKIP LOCKED: waiting there could deadlock against that completion's batch).
 		return h.unmatchedWorkflowRun(ctx, tx, job)
 	}
 	if err != nil {

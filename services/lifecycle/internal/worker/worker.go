@@ -182,6 +182,16 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 		w.logger.Error("load inbox rows failed; the batch returns to the queue when its lease expires", "error", err)
 		return
 	}
+	// New installations and repositories first, in id order and committed at once (deadlocks).
+	prepDocs := make([]eventdoc.Document, 0, len(docs))
+	for _, r := range docs {
+		if r.err == nil {
+			prepDocs = append(prepDocs, r.doc)
+		}
+	}
+	if err := handler.Prepare(ctx, w.pool, prepDocs); err != nil {
+		w.logger.Warn("recording new repositories before the batch failed; the batch records them itself", "error", err)
+	}
 	// Fast path: the whole batch in one transaction without savepoints. Failures are rare; when a
 	// job fails, the batch is redone with a savepoint per job so the failure stays its own.
 	outs, err := w.processTx(ctx, batch, docs, false)
