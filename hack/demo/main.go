@@ -200,6 +200,6 @@ func (d *demo) summary(ctx context.Context, runs []releaseRun) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", r.ID, r.Tag, r.Status, r.Attempt, r.CheckRunID, r.WorkflowRuns)
 	}
 	_ = tw.Flush()
-	fmt.Printf("\n%d webhooks accepted for the demo installation, %d jobs completed, %d GitHub effects delivered.\n", deliveries, jobs, effects)
+	fmt.Printf("\nDemo installation so far (all local runs): %d webhooks accepted, %d jobs completed, %d GitHub effects delivered.\n", deliveries, jobs, effects)
 	return nil
 }

@@ -115,7 +115,10 @@ func New(opts Options) *Simulator {
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
 	}
-	s.nextID.Store(1000)
+	// Ids never repeat across restarts, as GitHub's: a local database outlives the simulator, and
+	// a reused workflow run id would (rightly) be refused there. 100,000 ids per second of wall
+	// time, far below 2^53 (safe in JSON).
+	s.nextID.Store(time.Now().Unix() * 100000)
 	s.webhooks = newWebhookQueue(s, opts.WebhookSenders)
 	s.routes()
 	return s
