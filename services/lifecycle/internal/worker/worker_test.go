@@ -236,3 +236,29 @@ func TestNotificationWakesIdleWorker(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// New installations and repositories are recorded before a batch (in id order, committed at
+// once), idempotently; a name the schema refuses is skipped, not fatal.
+func TestPrepareRecordsNewRepositoriesOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	docs := []eventdoc.Document{pushTag("v1.0.0", sha), pushTag("v1.0.1", sha)}
+	other := pushTag("v2.0.0", sha)
+	other.InstallationID = 77
+	other.Repository = &eventdoc.Repository{ID: 5, FullName: "acme/tools", OwnerLogin: "acme", OwnerType: "User"}
+	bad := pushTag("v3.0.0", sha)
+	bad.Repository = &eventdoc.Repository{ID: 6, FullName: "not a valid name"}
+	docs = append(docs, other, bad)
+	for i := 0; i < 2; i++ {
+		if err := handler.Prepare(b.ctx, b.pool, docs); err != nil {
+			t.Fatalf("prepare %d: %v", i, err)
+		}
+	}
+	if n := b.count(`SELECT count(*) FROM repositories`); n != 2 {
+		t.Fatalf("%d repositories, want 2", n)
+	}
+	var accountType string
+	if err := b.pool.QueryRow(b.ctx, `SELECT account_type FROM installations WHERE id = 77`).Scan(&accountType); err != nil || accountType != "User" {
+		t.Fatalf("installation 77: %q %v", accountType, err)
+	}
+}
