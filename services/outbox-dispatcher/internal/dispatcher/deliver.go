@@ -62,7 +62,7 @@ const (
 func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 	var p payload
 	if err := json.Unmarshal(e.Payload, &p); err != nil || p.RepositoryFullName == "" {
-		return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
+		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 			fmt.Sprintf("payload cannot be delivered: %v", firstErr(err, errors.New("no repository")))), OutcomeDeadLetter))
 	}
 	// A workflow dispatch records its start durably, immediately before its request: the line
@@ -93,7 +93,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if next != 0 {
 			d.Wake() // the workflow dispatch it enqueued is due now
 		}
-		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	case outbox.EffectWorkflowDispatch:
 		runID, err := d.github.DispatchWorkflow(ctx, githubapp.Dispatch{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, WorkflowFile: p.WorkflowFile, Ref: p.Ref,
@@ -109,13 +109,13 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			// GitHub created the run, but the attempt cannot take it: an operator decides.
 			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
 				fmt.Sprintf("GitHub created workflow run %d, but the execution attempt cannot advance: %v", runID, err))
-			return d.record(ctx, e, outcomeOf(rerr, OutcomeReconciliationRequired))
+			return d.record(ctx, e, d.outcomeOf(e, rerr, OutcomeReconciliationRequired))
 		}
 		if err != nil {
 			d.logger.Error("workflow dispatched but its completion was not recorded; recovery will require reconciliation",
 				"outbox_id", e.ID, "workflow_run_id", runID, "error", err)
 		}
-		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	case outbox.EffectCheckRunComplete:
 		err := d.github.CompleteCheckRun(ctx, githubapp.Completion{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, CheckRunID: p.CheckRunID,
@@ -128,9 +128,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
 		})
-		return d.record(ctx, e, outcomeOf(err, OutcomeCompleted))
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}
-	return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
+	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 		"unknown effect type "+e.EffectType), OutcomeDeadLetter))
 }
 
@@ -160,25 +160,25 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 		}
 		d.limiter.block(e.InstallationID, until)
 		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		return d.record(ctx, e, outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
+		return d.record(ctx, e, d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
 	case githubapp.Rejected:
-		return d.record(ctx, e, outcomeOf(d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
+		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
 	case githubapp.MaybeDelivered:
 		if !replaySafe {
-			return d.record(ctx, e, outcomeOf(d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
+			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
 	case githubapp.NotDelivered:
 	default:
 		if !replaySafe {
 			// Unclassified: it cannot be shown that the request never left, so it is not retried.
-			return d.record(ctx, e, outcomeOf(d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
+			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
 	}
 	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(backoff(e.Attempts, d.cfg.MaxBackoff)))
 	if serr == nil && status == outbox.StatusDeadLetter {
 		return d.record(ctx, e, OutcomeDeadLetter)
 	}
-	return d.record(ctx, e, outcomeOf(serr, OutcomeRetried))
+	return d.record(ctx, e, d.outcomeOf(e, serr, OutcomeRetried))
 }
 
 // record logs notable outcomes and passes the outcome through.
@@ -192,14 +192,19 @@ func (d *Dispatcher) record(_ context.Context, e outbox.Effect, outcome string) 
 }
 
 // outcomeOf maps the error of the recording transition: none → want; lease gone → lease_lost;
-// anything else → store_failed (the lease expires and recovery decides).
-func outcomeOf(err error, want string) string {
+// anything else → store_failed (the lease expires and recovery decides). The error itself is
+// logged here, where it is handled, so the outcome never hides why.
+func (d *Dispatcher) outcomeOf(e outbox.Effect, err error, want string) string {
 	switch {
 	case err == nil:
 		return want
 	case errors.Is(err, sqlstate.ErrLeaseNotHeld):
+		d.logger.Warn("outcome not recorded: the lease is gone; lease recovery decides", "outbox_id", e.ID,
+			"effect_type", e.EffectType, "wanted", want, "error", err)
 		return OutcomeLeaseLost
 	default:
+		d.logger.Error("outcome not recorded; the lease expires and recovery decides", "outbox_id", e.ID,
+			"effect_type", e.EffectType, "wanted", want, "error", err)
 		return OutcomeStoreFailed
 	}
 }

@@ -172,9 +172,9 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	var outcome string
 	if until, blocked := d.limiter.blockedUntil(e.InstallationID); blocked {
 		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		outcome = outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, "installation rate limited"), OutcomeDeferred)
+		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, "installation rate limited"), OutcomeDeferred)
 	} else if !d.limiter.acquire(e.InstallationID) {
-		outcome = outcomeOf(d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
+		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
 	} else {
 		outcome = d.deliver(ctx, e)
