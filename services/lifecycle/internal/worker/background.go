@@ -2,8 +2,8 @@ package worker
 
 import (
 	"context"
-	"time"
 
+	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/notify"
 )
 
@@ -14,20 +14,13 @@ func (w *Worker) listen(ctx context.Context) {
 
 // recoverLoop returns expired job leases (a lifecycle process died mid-batch) to the queue.
 func (w *Worker) recoverLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.RecoverInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	daemon.Every(ctx, w.cfg.RecoverInterval, false, func(ctx context.Context) {
 		rec, err := w.jobs.RecoverLeases(ctx, w.pool, 1000)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.logger.Warn("recover job leases failed", "error", err)
 			}
-			continue
+			return
 		}
 		for _, r := range rec {
 			w.logger.Warn("recovered expired job lease", "job_id", r.ID, "kind", r.Kind, "previous_owner", r.PreviousOwner, "status", r.Status)
@@ -36,24 +29,17 @@ func (w *Worker) recoverLoop(ctx context.Context) {
 		if len(rec) > 0 {
 			w.Wake()
 		}
-	}
+	})
 }
 
 // statsLoop refreshes the queue gauges with one cheap query per interval (not per scrape).
 func (w *Worker) statsLoop(ctx context.Context) {
-	t := time.NewTicker(w.cfg.StatsInterval)
-	defer t.Stop()
-	for {
+	daemon.Every(ctx, w.cfg.StatsInterval, true, func(ctx context.Context) {
 		st, err := w.jobs.Stats(ctx, w.pool)
 		if err == nil {
 			w.metrics.setStats(st)
 		} else if ctx.Err() == nil {
 			w.logger.Warn("read job queue statistics failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

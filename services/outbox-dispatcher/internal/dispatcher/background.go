@@ -2,8 +2,8 @@ package dispatcher
 
 import (
 	"context"
-	"time"
 
+	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/notify"
 )
 
@@ -12,50 +12,34 @@ func (d *Dispatcher) listen(ctx context.Context) {
 	notify.Listen(ctx, d.pool.Config().ConnConfig, notify.Outbox, d.Wake, d.logger)
 }
 
-// recoverLoop runs boardreadyops_recover_control_plane_outbox_leases periodically: a started
-// dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
+// recoverLoop runs boardreadyops_recover_control_plane_outbox_leases periodically: a started dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
 func (d *Dispatcher) recoverLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.RecoverInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	daemon.Every(ctx, d.cfg.RecoverInterval, false, func(ctx context.Context) {
 		rec, err := d.store.RecoverLeases(ctx, d.pool, 1000)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.logger.Warn("recover outbox leases failed", "error", err)
 			}
-			continue
+			return
 		}
 		for _, r := range rec {
-			d.logger.Warn("recovered expired outbox lease", "outbox_id", r.ID, "effect_type", r.EffectType,
-				"previous_owner", r.PreviousOwner, "status", r.Status)
+			d.logger.Warn("recovered expired outbox lease", "outbox_id", r.ID, "effect_type", r.EffectType, "previous_owner", r.PreviousOwner, "status", r.Status)
 			d.metrics.recovered.WithLabelValues(r.Status).Inc()
 		}
 		if len(rec) > 0 {
 			d.Wake()
 		}
-	}
+	})
 }
 
-// statsLoop refreshes the queue gauges with one query per interval.
+// statsLoop refreshes the queue gauges with one cheap query per interval (not per scrape).
 func (d *Dispatcher) statsLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.StatsInterval)
-	defer t.Stop()
-	for {
+	daemon.Every(ctx, d.cfg.StatsInterval, true, func(ctx context.Context) {
 		st, err := d.store.Stats(ctx, d.pool)
 		if err == nil {
 			d.metrics.setStats(st)
 		} else if ctx.Err() == nil {
 			d.logger.Warn("read outbox statistics failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
