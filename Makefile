@@ -7,6 +7,8 @@ SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
 TOOLS        := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
+CONTROLLER_GEN_VERSION := v0.23.0
+CHART        := charts/boardreadyops
 # Local development database (hack/pgdev); override DATABASE_URL to use your own.
 DEV_DB_DIR   := $(CURDIR)/.data/postgres
 DEV_DB_PORT  ?= 55432
@@ -34,6 +36,19 @@ lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all mod
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(TOOLS)/controller-gen:
+	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+
+.PHONY: generate
+generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, and its CRD and RBAC rules into the chart
+	cd services/operator && $(TOOLS)/controller-gen object paths=./api/...
+	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/crds
+	cd services/operator && $(TOOLS)/controller-gen rbac:roleName=boardreadyops-operator paths=./internal/controller/... output:rbac:dir=$(CURDIR)/$(CHART)/files
+
+.PHONY: verify-generate
+verify-generate: generate ## Fail when generated files differ from what is committed
+	@git diff --exit-code -- services/operator/api $(CHART)/crds $(CHART)/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
 
 .PHONY: build
 build: ## Build every service binary into bin/

@@ -1,0 +1,256 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// Condition types set on an OutboxMonitor's status.
+const (
+	// ConditionClaimLatency is True while the dispatchers' claim latency percentile has stayed
+	// above its threshold for the whole window.
+	ConditionClaimLatency = "ClaimLatencySustained"
+	// ConditionOldestAvailableAge is True while the oldest available effect has stayed older than
+	// its threshold for the whole window, counting only time in which the workers were healthy.
+	ConditionOldestAvailableAge = "OldestAvailableAgeSustained"
+	// ConditionThroughput is True while completed effects per second have stayed above the
+	// threshold for the whole window.
+	ConditionThroughput = "ThroughputSustained"
+	// ConditionWorkersHealthy is True while every desired dispatcher replica is available.
+	ConditionWorkersHealthy = "WorkersHealthy"
+	// ConditionBrokerEvaluationRecommended is the summary: True when at least one trigger is
+	// sustained and the database and index tuning the seed asks for first has been recorded.
+	ConditionBrokerEvaluationRecommended = "BrokerEvaluationRecommended"
+)
+
+// OutboxMonitorSpec names the outbox-dispatcher to watch and the seed's broker-transition
+// thresholds. Every threshold defaults to the value the seed specifies.
+type OutboxMonitorSpec struct {
+	// Dispatcher identifies the outbox-dispatcher Deployment and how to scrape its pods.
+	Dispatcher DispatcherTarget `json:"dispatcher"`
+
+	// ScrapeInterval is how often the dispatcher pods' metrics are scraped and the triggers
+	// evaluated.
+	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="scrapeInterval must be between 1s and 10m"
+	// +optional
+	ScrapeInterval metav1.Duration `json:"scrapeInterval,omitempty"`
+
+	// Triggers holds the thresholds and windows of the three triggers.
+	// +kubebuilder:default={}
+	// +optional
+	Triggers Triggers `json:"triggers,omitempty"`
+
+	// Tuning records that database and index tuning was done, which the seed requires before an
+	// external broker is evaluated. Until it is set, sustained triggers are reported but the
+	// BrokerEvaluationRecommended condition stays False with reason TuningFirst.
+	// +optional
+	Tuning *TuningRecord `json:"tuning,omitempty"`
+}
+
+// DispatcherTarget identifies the dispatcher Deployment and its metrics endpoint.
+type DispatcherTarget struct {
+	// DeploymentName is the outbox-dispatcher Deployment in the monitor's namespace. Its ready
+	// replicas decide whether the workers are healthy, and its selector finds the pods to scrape
+	// unless PodSelector is set.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DeploymentName string `json:"deploymentName"`
+
+	// PodSelector overrides the Deployment's selector for finding the pods to scrape.
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// MetricsPort is the pods' metrics port: a container port name or a number.
+	// +kubebuilder:default="metrics"
+	// +kubebuilder:validation:XIntOrString
+	// +optional
+	MetricsPort intstr.IntOrString `json:"metricsPort,omitempty"`
+
+	// MetricsPath is the HTTP path of the metrics endpoint.
+	// +kubebuilder:default="/metrics"
+	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9/._-]*$`
+	// +optional
+	MetricsPath string `json:"metricsPath,omitempty"`
+}
+
+// Triggers holds the seed's three broker-transition triggers and how a fired trigger clears.
+type Triggers struct {
+	// ClaimLatency fires when the claim latency percentile stays above the threshold.
+	// +kubebuilder:default={}
+	// +optional
+	ClaimLatency ClaimLatencyTrigger `json:"claimLatency,omitempty"`
+
+	// OldestAvailableAge fires when the oldest available effect stays older than the threshold
+	// while the workers are healthy.
+	// +kubebuilder:default={}
+	// +optional
+	OldestAvailableAge AgeTrigger `json:"oldestAvailableAge,omitempty"`
+
+	// Throughput fires when completed effects per second stay above the threshold.
+	// +kubebuilder:default={}
+	// +optional
+	Throughput ThroughputTrigger `json:"throughput,omitempty"`
+
+	// HysteresisPercent: a fired trigger clears only once its signal has stayed at or below
+	// threshold × (100 − HysteresisPercent) / 100 for ClearWindow, so that a signal hovering at
+	// the threshold does not flap.
+	// +kubebuilder:default=10
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=90
+	// +optional
+	HysteresisPercent int32 `json:"hysteresisPercent,omitempty"`
+
+	// ClearWindow is how long a fired trigger's signal must stay below the hysteresis band
+	// before the trigger clears.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="clearWindow must be between 0s and 24h"
+	// +optional
+	ClearWindow metav1.Duration `json:"clearWindow,omitempty"`
+}
+
+// ClaimLatencyTrigger is the seed's "claim latency remains above 250 milliseconds".
+type ClaimLatencyTrigger struct {
+	// Threshold is the claim latency above which the trigger counts.
+	// +kubebuilder:default="250ms"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="threshold must be above 0 and at most 1h"
+	// +optional
+	Threshold metav1.Duration `json:"threshold,omitempty"`
+
+	// Percentile of the claim duration histogram (across all dispatcher pods) compared with the
+	// threshold.
+	// +kubebuilder:default=99
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=99
+	// +optional
+	Percentile int32 `json:"percentile,omitempty"`
+
+	// Window is how long the latency must stay above the threshold before the trigger fires.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +optional
+	Window metav1.Duration `json:"window,omitempty"`
+}
+
+// AgeTrigger is the seed's "oldest available effect age remains above 30 seconds while workers
+// are healthy".
+type AgeTrigger struct {
+	// Threshold is the oldest available effect age above which the trigger counts.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="threshold must be above 0 and at most 24h"
+	// +optional
+	Threshold metav1.Duration `json:"threshold,omitempty"`
+
+	// Window is how long the age must stay above the threshold, with healthy workers, before
+	// the trigger fires. A period with unhealthy workers restarts the window.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +optional
+	Window metav1.Duration `json:"window,omitempty"`
+}
+
+// ThroughputTrigger is the seed's "throughput remains above 500 effects per second for 15
+// minutes".
+type ThroughputTrigger struct {
+	// EffectsPerSecond is the completed-effects rate, summed across dispatcher pods, above which
+	// the trigger counts.
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	EffectsPerSecond int32 `json:"effectsPerSecond,omitempty"`
+
+	// Window is how long the rate must stay above the threshold before the trigger fires.
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +optional
+	Window metav1.Duration `json:"window,omitempty"`
+}
+
+// TuningRecord is the record the seed requires before a broker is evaluated: who tuned the
+// database and its indexes, when, and what was done.
+type TuningRecord struct {
+	// CompletedBy names who did the tuning.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	CompletedBy string `json:"completedBy"`
+	// CompletedAt is when the tuning was finished.
+	CompletedAt metav1.Time `json:"completedAt"`
+	// Notes say what was tuned (indexes, autovacuum, connection pool, hardware…).
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Notes string `json:"notes,omitempty"`
+}
+
+// ObservedSignals are the figures of the latest evaluation. A nil field means the signal could
+// not be computed from that scrape (no claims in the interval, no pod scraped twice yet, …).
+type ObservedSignals struct {
+	// ClaimLatencyMilliseconds is the configured claim latency percentile over the last interval.
+	// +optional
+	ClaimLatencyMilliseconds *int64 `json:"claimLatencyMilliseconds,omitempty"`
+	// OldestAvailableAgeSeconds is the largest oldest-available-effect age any pod reported.
+	// +optional
+	OldestAvailableAgeSeconds *int64 `json:"oldestAvailableAgeSeconds,omitempty"`
+	// EffectsPerSecond is the completed-effects rate summed across pods over the last interval.
+	// +optional
+	EffectsPerSecond *int64 `json:"effectsPerSecond,omitempty"`
+	// PodsScraped is how many pods answered the last scrape.
+	PodsScraped int32 `json:"podsScraped"`
+	// ReadyWorkers and DesiredWorkers are the Deployment's available and desired replicas.
+	ReadyWorkers   int32 `json:"readyWorkers"`
+	DesiredWorkers int32 `json:"desiredWorkers"`
+}
+
+// OutboxMonitorStatus is what the operator observed and concluded.
+type OutboxMonitorStatus struct {
+	// ObservedGeneration is the spec generation the status was computed from.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: ClaimLatencySustained, OldestAvailableAgeSustained, ThroughputSustained,
+	// WorkersHealthy and the summary BrokerEvaluationRecommended.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Observed holds the figures of the latest evaluation.
+	// +optional
+	Observed *ObservedSignals `json:"observed,omitempty"`
+
+	// LastScrapeTime is when the pods were last scraped.
+	// +optional
+	LastScrapeTime *metav1.Time `json:"lastScrapeTime,omitempty"`
+
+	// ScrapeErrors lists the failures of the latest scrape (at most 10), one per pod.
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	ScrapeErrors []string `json:"scrapeErrors,omitempty"`
+}
+
+// OutboxMonitor watches an outbox-dispatcher's metrics for the seed's external-broker transition
+// triggers and reports them as conditions, Events and a metric. It recommends; it never changes
+// the dispatcher or migrates anything.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=obm,categories=boardreadyops
+// +kubebuilder:printcolumn:name="Recommended",type=string,JSONPath=`.status.conditions[?(@.type=="BrokerEvaluationRecommended")].status`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="BrokerEvaluationRecommended")].reason`
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.conditions[?(@.type=="WorkersHealthy")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type OutboxMonitor struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   OutboxMonitorSpec   `json:"spec"`
+	Status OutboxMonitorStatus `json:"status,omitempty"`
+}
+
+// OutboxMonitorList is a list of OutboxMonitors.
+//
+// +kubebuilder:object:root=true
+type OutboxMonitorList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []OutboxMonitor `json:"items"`
+}

@@ -1,0 +1,197 @@
+// Package broker evaluates the seed's external-broker transition triggers for one dispatcher:
+// it folds each scrape round's signals (package scrape) into the three trigger windows (package
+// trigger) and concludes whether an external broker evaluation is recommended. The controller
+// and the local `operator evaluate` mode share it.
+package broker
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
+	"github.com/boardreadyops/cloud/services/operator/internal/scrape"
+	"github.com/boardreadyops/cloud/services/operator/internal/trigger"
+)
+
+// Trigger names one of the seed's three triggers.
+type Trigger int
+
+// The triggers, in the seed's order.
+const (
+	ClaimLatency Trigger = iota
+	OldestAvailableAge
+	Throughput
+	numTriggers
+)
+
+// Triggers lists every trigger.
+var Triggers = [numTriggers]Trigger{ClaimLatency, OldestAvailableAge, Throughput}
+
+// Label is the trigger's value for the metric label "trigger".
+func (t Trigger) Label() string {
+	return [...]string{"claim_latency", "oldest_available_age", "throughput"}[t]
+}
+
+// ConditionType is the trigger's condition on the OutboxMonitor.
+func (t Trigger) ConditionType() string {
+	return [...]string{v1alpha1.ConditionClaimLatency, v1alpha1.ConditionOldestAvailableAge, v1alpha1.ConditionThroughput}[t]
+}
+
+// Settings are the resolved thresholds of one monitor.
+type Settings struct {
+	// Quantile of the claim duration histogram compared with the latency threshold (0.99).
+	Quantile float64
+	Rules    [numTriggers]trigger.Config
+}
+
+// DefaultSettings are the seed's thresholds with the CRD's default windows: claim latency p99
+// above 250 ms for 5 minutes, oldest available age above 30 s for 5 minutes while workers are
+// healthy, throughput above 500 effects/s for 15 minutes; clearing 10 % below the threshold for
+// 5 minutes.
+func DefaultSettings() Settings {
+	rule := func(threshold float64, window time.Duration) trigger.Config {
+		return trigger.Config{Threshold: threshold, Window: window, HysteresisPercent: 10, ClearWindow: 5 * time.Minute}
+	}
+	return Settings{Quantile: 0.99, Rules: [numTriggers]trigger.Config{
+		ClaimLatency:       rule(0.25, 5*time.Minute),
+		OldestAvailableAge: rule(30, 5*time.Minute),
+		Throughput:         rule(500, 15*time.Minute),
+	}}
+}
+
+// SettingsFromSpec resolves a monitor's spec as the API server stored it (with the CRD defaults
+// filled in). A zero threshold, window or percentile, which the schema does not admit, falls back
+// to DefaultSettings.
+func SettingsFromSpec(spec v1alpha1.OutboxMonitorSpec) Settings {
+	s := DefaultSettings()
+	tr := spec.Triggers
+	if tr.ClaimLatency.Percentile > 0 {
+		s.Quantile = float64(tr.ClaimLatency.Percentile) / 100
+	}
+	set := func(t Trigger, threshold float64, window time.Duration) {
+		if threshold > 0 {
+			s.Rules[t].Threshold = threshold
+		}
+		if window > 0 {
+			s.Rules[t].Window = window
+		}
+	}
+	set(ClaimLatency, tr.ClaimLatency.Threshold.Seconds(), tr.ClaimLatency.Window.Duration)
+	set(OldestAvailableAge, tr.OldestAvailableAge.Threshold.Seconds(), tr.OldestAvailableAge.Window.Duration)
+	set(Throughput, float64(tr.Throughput.EffectsPerSecond), tr.Throughput.Window.Duration)
+	for i := range s.Rules {
+		// Zero is meaningful for both (clear as soon as below the threshold), and the API server
+		// fills in the CRD defaults, so the spec's values are taken as they are.
+		s.Rules[i].HysteresisPercent = int(tr.HysteresisPercent)
+		s.Rules[i].ClearWindow = tr.ClearWindow.Duration
+	}
+	return s
+}
+
+// Evaluator holds one dispatcher's scrape history and trigger states.
+type Evaluator struct {
+	agg    *scrape.Aggregator
+	States [numTriggers]trigger.State
+}
+
+// NewEvaluator returns an evaluator with no history and every trigger inactive.
+func NewEvaluator() *Evaluator { return &Evaluator{agg: scrape.NewAggregator()} }
+
+// Result is one evaluation round.
+type Result struct {
+	Signals        scrape.Signals
+	WorkersHealthy bool
+	Transitions    [numTriggers]trigger.Transition
+}
+
+// Evaluate folds one scrape round into the triggers. The age trigger only counts intervals in
+// which the workers were healthy; an unhealthy interval restarts its window.
+func (e *Evaluator) Evaluate(s Settings, now time.Time, samples map[string]scrape.Sample, alive map[string]bool, workersHealthy bool) Result {
+	sig := e.agg.Update(now, samples, alive, s.Quantile)
+	obs := func(v float64, valid bool) trigger.Observation {
+		return trigger.Observation{Start: sig.Start, End: sig.End, Value: v, Valid: valid}
+	}
+	r := Result{Signals: sig, WorkersHealthy: workersHealthy}
+	r.Transitions[ClaimLatency] = e.States[ClaimLatency].Observe(s.Rules[ClaimLatency], obs(sig.ClaimLatency, sig.ClaimLatencyValid))
+	r.Transitions[OldestAvailableAge] = e.States[OldestAvailableAge].Observe(s.Rules[OldestAvailableAge], obs(sig.OldestAge, sig.OldestAgeValid && workersHealthy))
+	r.Transitions[Throughput] = e.States[Throughput].Observe(s.Rules[Throughput], obs(sig.Throughput, sig.ThroughputValid))
+	return r
+}
+
+// Active lists the triggers that are fired.
+func (e *Evaluator) Active() []Trigger {
+	var out []Trigger
+	for _, t := range Triggers {
+		if e.States[t].Active {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// Describe is a one-line account of a trigger's rule and state, for condition messages, Events
+// and the local mode.
+func Describe(t Trigger, s Settings, st trigger.State) string {
+	r := s.Rules[t]
+	var rule string
+	switch t {
+	case ClaimLatency:
+		rule = fmt.Sprintf("claim latency p%.0f above %s for %s", s.Quantile*100, seconds(r.Threshold), r.Window)
+	case OldestAvailableAge:
+		rule = fmt.Sprintf("oldest available effect age above %s for %s while workers are healthy", seconds(r.Threshold), r.Window)
+	case Throughput:
+		rule = fmt.Sprintf("throughput above %.0f effects/s for %s", r.Threshold, r.Window)
+	}
+	observed := "no valid observation in the latest interval"
+	if st.LastValid {
+		observed = "observed " + format(t, st.Last)
+	}
+	switch {
+	case st.Active:
+		return fmt.Sprintf("sustained since %s: %s (%s)", st.Since.UTC().Format(time.RFC3339), rule, observed)
+	case !st.AboveSince.IsZero():
+		return fmt.Sprintf("above threshold since %s, window not complete: %s (%s)", st.AboveSince.UTC().Format(time.RFC3339), rule, observed)
+	default:
+		return fmt.Sprintf("not sustained: %s (%s)", rule, observed)
+	}
+}
+
+func format(t Trigger, v float64) string {
+	if t == Throughput {
+		return fmt.Sprintf("%.1f effects/s", v)
+	}
+	return seconds(v)
+}
+
+func seconds(v float64) string {
+	return time.Duration(v * float64(time.Second)).Round(time.Millisecond).String()
+}
+
+// Recommendation is the summary conclusion.
+type Recommendation struct {
+	Recommended bool
+	// Reason is a CamelCase condition reason: NoTriggerSustained, TuningFirst or TriggersSustained.
+	Reason  string
+	Message string
+}
+
+// Recommend concludes from the fired triggers and whether tuning was recorded. The seed requires
+// database and index tuning before a broker is evaluated, so sustained triggers without a tuning
+// record recommend tuning, not a broker.
+func Recommend(active []Trigger, tuned bool) Recommendation {
+	if len(active) == 0 {
+		return Recommendation{Reason: "NoTriggerSustained", Message: "no broker-transition trigger is sustained; PostgreSQL remains the queue"}
+	}
+	names := make([]string, len(active))
+	for i, t := range active {
+		names[i] = t.ConditionType()
+	}
+	list := strings.Join(names, ", ")
+	if !tuned {
+		return Recommendation{Reason: "TuningFirst", Message: "sustained: " + list +
+			"; tune the database and its indexes first and record it in spec.tuning, as the seed requires before a broker is evaluated"}
+	}
+	return Recommendation{Recommended: true, Reason: "TriggersSustained", Message: "sustained after recorded tuning: " + list +
+		"; evaluate an external broker in a separate architecture decision that keeps the transaction boundary, idempotency keys, leases, dead-letter visibility and the dispatch reconciliation rule"}
+}
