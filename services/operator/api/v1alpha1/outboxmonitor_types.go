@@ -34,7 +34,7 @@ type OutboxMonitorSpec struct {
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="scrapeInterval must be between 1s and 10m"
 	// +optional
-	ScrapeInterval metav1.Duration `json:"scrapeInterval,omitempty"`
+	ScrapeInterval *metav1.Duration `json:"scrapeInterval,omitempty"`
 
 	// Triggers holds the thresholds and windows of the three triggers.
 	// +kubebuilder:default={}
@@ -65,7 +65,7 @@ type DispatcherTarget struct {
 	// +kubebuilder:default="metrics"
 	// +kubebuilder:validation:XIntOrString
 	// +optional
-	MetricsPort intstr.IntOrString `json:"metricsPort,omitempty"`
+	MetricsPort *intstr.IntOrString `json:"metricsPort,omitempty"`
 
 	// MetricsPath is the HTTP path of the metrics endpoint.
 	// +kubebuilder:default="/metrics"
@@ -106,7 +106,7 @@ type Triggers struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="clearWindow must be between 0s and 24h"
 	// +optional
-	ClearWindow metav1.Duration `json:"clearWindow,omitempty"`
+	ClearWindow *metav1.Duration `json:"clearWindow,omitempty"`
 }
 
 // ClaimLatencyTrigger is the seed's "claim latency remains above 250 milliseconds".
@@ -115,7 +115,7 @@ type ClaimLatencyTrigger struct {
 	// +kubebuilder:default="250ms"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="threshold must be above 0 and at most 1h"
 	// +optional
-	Threshold metav1.Duration `json:"threshold,omitempty"`
+	Threshold *metav1.Duration `json:"threshold,omitempty"`
 
 	// Percentile of the claim duration histogram (across all dispatcher pods) compared with the
 	// threshold.
@@ -129,7 +129,7 @@ type ClaimLatencyTrigger struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
 	// +optional
-	Window metav1.Duration `json:"window,omitempty"`
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // AgeTrigger is the seed's "oldest available effect age remains above 30 seconds while workers
@@ -139,14 +139,14 @@ type AgeTrigger struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="threshold must be above 0 and at most 24h"
 	// +optional
-	Threshold metav1.Duration `json:"threshold,omitempty"`
+	Threshold *metav1.Duration `json:"threshold,omitempty"`
 
 	// Window is how long the age must stay above the threshold, with healthy workers, before
 	// the trigger fires. A period with unhealthy workers restarts the window.
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
 	// +optional
-	Window metav1.Duration `json:"window,omitempty"`
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // ThroughputTrigger is the seed's "throughput remains above 500 effects per second for 15
@@ -163,7 +163,7 @@ type ThroughputTrigger struct {
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
 	// +optional
-	Window metav1.Duration `json:"window,omitempty"`
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // TuningRecord is the record the seed requires before a broker is evaluated: who tuned the

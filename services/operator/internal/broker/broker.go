@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
 	"github.com/boardreadyops/cloud/services/operator/internal/scrape"
 	"github.com/boardreadyops/cloud/services/operator/internal/trigger"
@@ -77,16 +79,26 @@ func SettingsFromSpec(spec v1alpha1.OutboxMonitorSpec) Settings {
 			s.Rules[t].Window = window
 		}
 	}
-	set(ClaimLatency, tr.ClaimLatency.Threshold.Seconds(), tr.ClaimLatency.Window.Duration)
-	set(OldestAvailableAge, tr.OldestAvailableAge.Threshold.Seconds(), tr.OldestAvailableAge.Window.Duration)
-	set(Throughput, float64(tr.Throughput.EffectsPerSecond), tr.Throughput.Window.Duration)
+	set(ClaimLatency, duration(tr.ClaimLatency.Threshold).Seconds(), duration(tr.ClaimLatency.Window))
+	set(OldestAvailableAge, duration(tr.OldestAvailableAge.Threshold).Seconds(), duration(tr.OldestAvailableAge.Window))
+	set(Throughput, float64(tr.Throughput.EffectsPerSecond), duration(tr.Throughput.Window))
 	for i := range s.Rules {
 		// Zero is meaningful for both (clear as soon as below the threshold), and the API server
 		// fills in the CRD defaults, so the spec's values are taken as they are.
 		s.Rules[i].HysteresisPercent = int(tr.HysteresisPercent)
-		s.Rules[i].ClearWindow = tr.ClearWindow.Duration
+		if tr.ClearWindow != nil {
+			s.Rules[i].ClearWindow = tr.ClearWindow.Duration
+		}
 	}
 	return s
+}
+
+// duration is d's value, zero when unset.
+func duration(d *metav1.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.Duration
 }
 
 // Evaluator holds one dispatcher's scrape history and trigger states.

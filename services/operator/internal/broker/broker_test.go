@@ -126,9 +126,9 @@ func TestNoFalseTriggerFromScrapeFailures(t *testing.T) {
 func TestSettingsFromSpec(t *testing.T) {
 	t.Parallel()
 	spec := v1alpha1.OutboxMonitorSpec{Triggers: v1alpha1.Triggers{
-		ClaimLatency:      v1alpha1.ClaimLatencyTrigger{Threshold: metav1.Duration{Duration: 100 * time.Millisecond}, Percentile: 95, Window: metav1.Duration{Duration: time.Minute}},
+		ClaimLatency:      v1alpha1.ClaimLatencyTrigger{Threshold: &metav1.Duration{Duration: 100 * time.Millisecond}, Percentile: 95, Window: &metav1.Duration{Duration: time.Minute}},
 		Throughput:        v1alpha1.ThroughputTrigger{EffectsPerSecond: 50},
-		HysteresisPercent: 20, ClearWindow: metav1.Duration{Duration: 30 * time.Second},
+		HysteresisPercent: 20, ClearWindow: &metav1.Duration{Duration: 30 * time.Second},
 	}}
 	s := SettingsFromSpec(spec)
 	if s.Quantile != 0.95 || s.Rules[ClaimLatency].Threshold != 0.1 || s.Rules[ClaimLatency].Window != time.Minute {
