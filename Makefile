@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-MODULES      := schema pkg hack services/brops services/ingest services/lifecycle services/outbox-dispatcher services/operator
+MODULES      := schema pkg charts hack services/brops services/ingest services/lifecycle services/outbox-dispatcher services/operator
 SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
 TOOLS        := $(CURDIR)/bin/tools
@@ -20,8 +20,12 @@ help: ## Show this help
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*##/ {printf "  \033[36m%-12s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: test-rules ## Run every test against a real PostgreSQL (a private one is started unless TEST_DATABASE_URL is set)
+test: test-rules envtest ## Run every test against a real PostgreSQL (a private one is started unless TEST_DATABASE_URL is set)
 	go test $(GOTEST_FLAGS) $(ROOT_PKG)
+
+.PHONY: envtest
+envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-apiserver that the Kubernetes tests start
+	@hack/envtest/build-binaries.sh >/dev/null
 
 .PHONY: test-rules
 test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
@@ -49,6 +53,19 @@ generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, and 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed
 	@git diff --exit-code -- services/operator/api $(CHART)/crds $(CHART)/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
+
+IMAGE_REGISTRY ?= ghcr.io/boardreadyops
+IMAGE_TAG      ?= dev
+.PHONY: images
+images: ## Build one container image per service (needs a Docker engine): $(IMAGE_REGISTRY)/<service>:$(IMAGE_TAG)
+	@set -e; for s in $(SERVICES); do \
+		echo "image $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
+		docker build -f services/$$s/Dockerfile -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) .; \
+	done
+
+.PHONY: chart-docs
+chart-docs: ## Regenerate the chart README's value table from values.yaml comments
+	go test ./charts/charttest -run TestReadmeListsEveryValue -count=1 -update
 
 .PHONY: build
 build: ## Build every service binary into bin/

@@ -81,16 +81,16 @@ export BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18090/
 	--run-delay 1s --fail-tags fail >"$logs/githubsim.log" 2>&1 &
 pids+=($!)
 
-declare -A metrics=([ingest]=19091 [lifecycle]=19092 [outbox-dispatcher]=19093 [operator]=19094)
+declare -A metrics=([ingest]=19091 [lifecycle]=19092 [outbox-dispatcher]=19093)
 LISTEN_ADDR=127.0.0.1:18080 METRICS_ADDR=127.0.0.1:${metrics[ingest]} "$bin/ingest" >"$logs/ingest.log" 2>&1 &
 pids+=($!)
-for svc in lifecycle outbox-dispatcher operator; do
+for svc in lifecycle outbox-dispatcher; do
 	METRICS_ADDR=127.0.0.1:${metrics[$svc]} "$bin/$svc" >"$logs/$svc.log" 2>&1 &
 	pids+=($!)
 done
 
 echo "GitHub simulator   http://127.0.0.1:18090 (log $logs/githubsim.log)"
-for svc in ingest lifecycle outbox-dispatcher operator; do
+for svc in ingest lifecycle outbox-dispatcher; do
 	wait_ready "$svc" "http://127.0.0.1:${metrics[$svc]}/readyz" "$logs/$svc.log"
 	printf '%-18s ready; metrics http://127.0.0.1:%s/metrics (log %s)\n' "$svc" "${metrics[$svc]}" "$logs/$svc.log"
 done
@@ -98,6 +98,12 @@ echo "webhook endpoint   http://127.0.0.1:18080/webhook"
 echo
 
 "$bin/demo" --ingest-url http://127.0.0.1:18080/webhook --secret-file "$data/dev/webhook-secret" --app-id $app_id
+
+# The operator's broker-transition evaluation, in its local mode (no cluster): the same rules it
+# reports on an OutboxMonitor in Kubernetes, applied to the running dispatcher's metrics.
+echo
+echo "broker-transition triggers (operator evaluate, against the running dispatcher):"
+"$bin/operator" evaluate --scrape "http://127.0.0.1:${metrics[outbox-dispatcher]}/metrics" --interval 1s --rounds 3
 
 if $keep; then
 	echo

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/daemon"
@@ -73,9 +72,9 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	for _, u := range urls {
 		alive[u] = true
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "time\tpods\tclaim p%d\toldest age\teffects/s\tclaim_latency\toldest_available_age\tthroughput\n", *percentile)
-	_ = tw.Flush()
+	// Fixed widths, not a tabwriter: rows stream out one round at a time.
+	const row = "%-8s  %-5s  %-9s  %-10s  %-9s  %-13s  %-20s  %s\n"
+	fmt.Fprintf(stdout, row, "time", "pods", fmt.Sprintf("claim p%d", *percentile), "oldest age", "effects/s", "claim_latency", "oldest_available_age", "throughput")
 	ticker := time.NewTicker(*interval)
 	defer ticker.Stop()
 	for n := 0; *rounds == 0 || n < *rounds; n++ {
@@ -100,13 +99,12 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		res := eval.Evaluate(s, now, samples, alive, len(samples) == len(urls))
 		sig := res.Signals
-		fmt.Fprintf(tw, "%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\t%s\n", now.Format("15:04:05"), sig.PodsScraped, len(urls),
+		fmt.Fprintf(stdout, row, now.Format("15:04:05"), fmt.Sprintf("%d/%d", sig.PodsScraped, len(urls)),
 			orDash(sig.ClaimLatencyValid, seconds(sig.ClaimLatency)), orDash(sig.OldestAgeValid, seconds(sig.OldestAge)),
 			orDash(sig.ThroughputValid, fmt.Sprintf("%.1f", sig.Throughput)),
 			stateWord(eval.States[broker.ClaimLatency], res.Transitions[broker.ClaimLatency]),
 			stateWord(eval.States[broker.OldestAvailableAge], res.Transitions[broker.OldestAvailableAge]),
 			stateWord(eval.States[broker.Throughput], res.Transitions[broker.Throughput]))
-		_ = tw.Flush()
 	}
 	return conclude(stdout, eval, s, *tuned)
 }

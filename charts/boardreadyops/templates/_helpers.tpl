@@ -1,0 +1,325 @@
+{{/* Chart name. */}}
+{{- define "boardreadyops.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Resource name prefix: release name, plus the chart name unless the release name holds it. */}}
+{{- define "boardreadyops.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Name of one component's objects: <fullname>-<component>. */}}
+{{- define "boardreadyops.componentName" -}}
+{{- printf "%s-%s" (include "boardreadyops.fullname" .root) .component -}}
+{{- end -}}
+
+{{/* Selector labels of one component. Call with (dict "root" $ "component" "ingest"). */}}
+{{- define "boardreadyops.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "boardreadyops.name" .root }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* Every label of one component. */}}
+{{- define "boardreadyops.labels" -}}
+{{ include "boardreadyops.selectorLabels" . }}
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/part-of: boardreadyops
+helm.sh/chart: {{ printf "%s-%s" .root.Chart.Name .root.Chart.Version | replace "+" "_" }}
+{{- with .root.Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* Image of one service binary. */}}
+{{- define "boardreadyops.image" -}}
+{{- printf "%s/%s:%s" .root.Values.image.registry .image (default .root.Chart.AppVersion .root.Values.image.tag) -}}
+{{- end -}}
+
+{{/* Required value with a message that names it. */}}
+{{- define "boardreadyops.required" -}}
+{{- required (printf "%s is required: %s" .name .why) .value -}}
+{{- end -}}
+
+{{/* Restricted Pod Security Standard: pod level. */}}
+{{- define "boardreadyops.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Restricted Pod Security Standard: container level. */}}
+{{- define "boardreadyops.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Environment every service shares. */}}
+{{- define "boardreadyops.commonEnv" -}}
+- name: METRICS_ADDR
+  value: ":9090"
+- name: LOG_LEVEL
+  value: {{ .Values.logging.level | quote }}
+- name: LOG_FORMAT
+  value: {{ .Values.logging.format | quote }}
+{{- if .Values.tracing.otlpEndpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ .Values.tracing.otlpEndpoint | quote }}
+- name: OTEL_TRACES_SAMPLER
+  value: parentbased_traceidratio
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ .Values.tracing.samplingRatio | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* DATABASE_URL from the database Secret. Call with (dict "root" $ "key" "ingest"). */}}
+{{- define "boardreadyops.databaseEnv" -}}
+- name: DATABASE_URL
+  valueFrom:
+    secretKeyRef:
+      name: {{ include "boardreadyops.required" (dict "name" "database.existingSecret" "why" "a Secret with one PostgreSQL URL per database role" "value" .root.Values.database.existingSecret) }}
+      key: {{ index .root.Values.database.keys .key }}
+{{- end -}}
+
+{{/* Grace period: the configured one, else the lease plus 30 s so a draining replica can
+finish or release every lease it holds. */}}
+{{- define "boardreadyops.gracePeriod" -}}
+{{- if .terminationGracePeriodSeconds -}}
+{{- .terminationGracePeriodSeconds -}}
+{{- else -}}
+{{- add (default 60 .leaseSeconds) 30 -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Topology spread: the configured constraints, else spread over nodes and zones. */}}
+{{- define "boardreadyops.topologySpread" -}}
+{{- if .values.topologySpreadConstraints -}}
+{{ toYaml .values.topologySpreadConstraints }}
+{{- else -}}
+{{- range list "kubernetes.io/hostname" "topology.kubernetes.io/zone" }}
+- maxSkew: 1
+  topologyKey: {{ . }}
+  whenUnsatisfiable: ScheduleAnyway
+  labelSelector:
+    matchLabels:
+      {{- include "boardreadyops.selectorLabels" $ | nindent 6 }}
+{{- end }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+A service Deployment. Call with a dict:
+  root       the chart's top scope
+  component  ingest | lifecycle | outbox-dispatcher | operator
+  values     the component's values
+  env        extra container env (YAML list text)
+  ports      extra container ports (YAML list text)
+  volumes, volumeMounts  (YAML list text)
+  automount  mount a service account token (operator only)
+  grace      terminationGracePeriodSeconds
+*/}}
+{{- define "boardreadyops.deployment" -}}
+{{- $sel := dict "root" .root "component" .component -}}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ include "boardreadyops.componentName" $sel }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "boardreadyops.labels" $sel | nindent 4 }}
+spec:
+  {{- if not (and .values.autoscaling .values.autoscaling.enabled) }}
+  replicas: {{ .values.replicas }}
+  {{- end }}
+  revisionHistoryLimit: 5
+  selector:
+    matchLabels:
+      {{- include "boardreadyops.selectorLabels" $sel | nindent 6 }}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate:
+      maxUnavailable: 0
+      maxSurge: 1
+  template:
+    metadata:
+      labels:
+        {{- include "boardreadyops.labels" $sel | nindent 8 }}
+      {{- with .values.podAnnotations }}
+      annotations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+    spec:
+      serviceAccountName: {{ include "boardreadyops.componentName" $sel }}
+      automountServiceAccountToken: {{ .automount | default false }}
+      enableServiceLinks: false
+      terminationGracePeriodSeconds: {{ .grace }}
+      securityContext:
+        {{- include "boardreadyops.podSecurityContext" . | nindent 8 }}
+      {{- with .root.Values.imagePullSecrets }}
+      imagePullSecrets:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if ne .component "operator" }}
+      topologySpreadConstraints:
+        {{- include "boardreadyops.topologySpread" (dict "root" .root "component" .component "values" .values) | trim | nindent 8 }}
+      {{- end }}
+      {{- with .values.nodeSelector }}
+      nodeSelector:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .values.tolerations }}
+      tolerations:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- with .values.affinity }}
+      affinity:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      containers:
+        - name: {{ .component }}
+          image: {{ include "boardreadyops.image" (dict "root" .root "image" .component) }}
+          imagePullPolicy: {{ .root.Values.image.pullPolicy }}
+          securityContext:
+            {{- include "boardreadyops.containerSecurityContext" . | nindent 12 }}
+          ports:
+            - name: metrics
+              containerPort: 9090
+              protocol: TCP
+            {{- with .ports }}
+            {{- . | nindent 12 }}
+            {{- end }}
+          env:
+            {{- include "boardreadyops.commonEnv" .root | nindent 12 }}
+            - name: BOARDREADYOPS_SHUTDOWN_TIMEOUT
+              value: {{ printf "%ds" (sub (int .grace) 5) | quote }}
+            {{- with .env }}
+            {{- . | nindent 12 }}
+            {{- end }}
+            {{- with .values.extraEnv }}
+            {{- toYaml . | nindent 12 }}
+            {{- end }}
+          livenessProbe:
+            httpGet:
+              path: /healthz
+              port: metrics
+            periodSeconds: 10
+            timeoutSeconds: 3
+            failureThreshold: 6
+          readinessProbe:
+            httpGet:
+              path: /readyz
+              port: metrics
+            periodSeconds: 5
+            timeoutSeconds: 3
+            failureThreshold: 3
+          resources:
+            {{- toYaml .values.resources | nindent 12 }}
+          {{- with .volumeMounts }}
+          volumeMounts:
+            {{- . | nindent 12 }}
+          {{- end }}
+      {{- with .volumes }}
+      volumes:
+        {{- . | nindent 8 }}
+      {{- end }}
+{{- end -}}
+
+{{/* PodDisruptionBudget of one component. */}}
+{{- define "boardreadyops.pdb" -}}
+{{- $sel := dict "root" .root "component" .component -}}
+{{- if .values.podDisruptionBudget.enabled }}
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: {{ include "boardreadyops.componentName" $sel }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "boardreadyops.labels" $sel | nindent 4 }}
+spec:
+  maxUnavailable: {{ .values.podDisruptionBudget.maxUnavailable }}
+  selector:
+    matchLabels:
+      {{- include "boardreadyops.selectorLabels" $sel | nindent 6 }}
+{{- end }}
+{{- end -}}
+
+{{/* HorizontalPodAutoscaler of one component. */}}
+{{- define "boardreadyops.hpa" -}}
+{{- $sel := dict "root" .root "component" .component -}}
+{{- if .values.autoscaling.enabled }}
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ include "boardreadyops.componentName" $sel }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "boardreadyops.labels" $sel | nindent 4 }}
+spec:
+  scaleTargetRef:
+    apiVersion: apps/v1
+    kind: Deployment
+    name: {{ include "boardreadyops.componentName" $sel }}
+  minReplicas: {{ .values.autoscaling.minReplicas }}
+  maxReplicas: {{ .values.autoscaling.maxReplicas }}
+  metrics:
+    - type: Resource
+      resource:
+        name: cpu
+        target:
+          type: Utilization
+          averageUtilization: {{ .values.autoscaling.targetCPUUtilizationPercentage }}
+{{- end }}
+{{- end -}}
+
+{{/* ServiceAccount of one component; no token is mounted unless automount. */}}
+{{- define "boardreadyops.serviceAccount" -}}
+{{- $sel := dict "root" .root "component" .component -}}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ include "boardreadyops.componentName" $sel }}
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "boardreadyops.labels" $sel | nindent 4 }}
+automountServiceAccountToken: {{ .automount | default false }}
+{{- end -}}
+
+{{/* Metrics Service of one component (port "metrics", 9090). */}}
+{{- define "boardreadyops.metricsService" -}}
+{{- $sel := dict "root" .root "component" .component -}}
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "boardreadyops.componentName" $sel }}-metrics
+  namespace: {{ .root.Release.Namespace }}
+  labels:
+    {{- include "boardreadyops.labels" $sel | nindent 4 }}
+    boardreadyops.io/metrics: "true"
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "boardreadyops.selectorLabels" $sel | nindent 4 }}
+  ports:
+    - name: metrics
+      port: 9090
+      targetPort: metrics
+      protocol: TCP
+{{- end -}}

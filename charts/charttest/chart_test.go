@@ -1,0 +1,257 @@
+package charttest
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"helm.sh/helm/v4/pkg/chart/v2/lint"
+	"helm.sh/helm/v4/pkg/chart/v2/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func TestLint(t *testing.T) {
+	t.Parallel()
+	for _, file := range valueSets(t) {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			t.Parallel()
+			l := lint.RunAll(chartDir, readValues(t, file), "boardreadyops")
+			for _, m := range l.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("lint: %s", m)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaultValuesNameWhatIsMissing(t *testing.T) {
+	t.Parallel()
+	_, err := render(t, map[string]any{}, "boardreadyops")
+	if err == nil || !strings.Contains(err.Error(), "is required") {
+		t.Fatalf("render with default values = %v, want an error naming the required Secret", err)
+	}
+}
+
+func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
+	t.Parallel()
+	base := readValues(t, filepath.Join(chartDir, "ci", "minimal-values.yaml"))
+	tests := []struct {
+		name  string
+		patch string
+		want  string
+	}{
+		{"typo at top level", "ingets: {replicas: 2}", "ingets"},
+		{"typo in a service", "ingest: {replica: 2}", "replica"},
+		{"string for an integer", `outboxDispatcher: {replicas: "two"}`, "replicas"},
+		{"unknown log level", "logging: {level: verbose}", "level"},
+		{"lease too short", "lifecycle: {leaseSeconds: 1}", "leaseSeconds"},
+		{"malformed duration", "ingest: {storeTimeout: soon}", "storeTimeout"},
+		{"API URL without trailing slash", "github: {apiURL: https://ghe.example.com/api/v3}", "apiURL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var patch map[string]any
+			if err := yaml.Unmarshal([]byte(tt.patch), &patch); err != nil {
+				t.Fatal(err)
+			}
+			_, err := render(t, merge(deepCopy(base), patch), "boardreadyops")
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("render = %v, want a schema error naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRenderedObjects(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		file  string
+		kinds map[string]int
+	}{
+		{"minimal-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
+			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1}},
+		{"production-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
+			"Job": 1, "CronJob": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1, "Ingress": 1,
+			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 4, "ServiceMonitor": 1, "PrometheusRule": 1}},
+		{"no-operator-values.yaml", map[string]int{"Deployment": 3, "Service": 4, "ServiceAccount": 3, "PodDisruptionBudget": 3,
+			"NetworkPolicy": 3}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.file, func(t *testing.T) {
+			t.Parallel()
+			objs := renderObjects(t, filepath.Join(chartDir, "ci", tt.file), "boardreadyops")
+			if got := kinds(objs); !reflect.DeepEqual(got, tt.kinds) {
+				t.Fatalf("kinds = %v\nwant    %v", got, tt.kinds)
+			}
+		})
+	}
+}
+
+// podSpecs returns every pod template the objects hold, by object.
+func podSpecs(objs []object) map[string]*corev1.PodTemplateSpec {
+	out := map[string]*corev1.PodTemplateSpec{}
+	for _, o := range objs {
+		switch v := o.typed.(type) {
+		case *appsv1.Deployment:
+			out[o.String()] = &v.Spec.Template
+		case *batchv1.Job:
+			out[o.String()] = &v.Spec.Template
+		case *batchv1.CronJob:
+			out[o.String()] = &v.Spec.JobTemplate.Spec.Template
+		}
+	}
+	return out
+}
+
+func TestServiceAccountTokensOnlyForTheOperator(t *testing.T) {
+	t.Parallel()
+	objs := renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "boardreadyops")
+	for name, pod := range podSpecs(objs) {
+		automount := pod.Spec.AutomountServiceAccountToken != nil && *pod.Spec.AutomountServiceAccountToken
+		wantToken := strings.Contains(name, "-operator ")
+		if automount != wantToken {
+			t.Errorf("%s: automountServiceAccountToken = %v, want %v", name, automount, wantToken)
+		}
+		for _, c := range pod.Spec.Containers {
+			if c.SecurityContext == nil || c.SecurityContext.ReadOnlyRootFilesystem == nil || !*c.SecurityContext.ReadOnlyRootFilesystem {
+				t.Errorf("%s/%s: root filesystem is writable", name, c.Name)
+			}
+		}
+	}
+}
+
+func TestGracePeriodOutlastsTheLease(t *testing.T) {
+	t.Parallel()
+	objs := renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "boardreadyops")
+	for _, d := range []struct{ name, leaseEnv string }{
+		{"brops-boardreadyops-lifecycle", "BOARDREADYOPS_LIFECYCLE_LEASE"},
+		{"brops-boardreadyops-outbox-dispatcher", "BOARDREADYOPS_DISPATCHER_LEASE"},
+	} {
+		dep := find(t, objs, "Deployment", d.name).typed.(*appsv1.Deployment)
+		pod := dep.Spec.Template.Spec
+		grace := time.Duration(*pod.TerminationGracePeriodSeconds) * time.Second
+		lease := envDuration(t, pod.Containers[0], d.leaseEnv)
+		shutdown := envDuration(t, pod.Containers[0], "BOARDREADYOPS_SHUTDOWN_TIMEOUT")
+		if grace <= lease || shutdown >= grace {
+			t.Errorf("%s: grace %v, lease %v, shutdown timeout %v: want shutdown < grace and lease < grace", d.name, grace, lease, shutdown)
+		}
+		if dep.Spec.Replicas != nil {
+			t.Errorf("%s: replicas set although the HPA owns them", d.name)
+		}
+	}
+}
+
+func envDuration(t testing.TB, c corev1.Container, name string) time.Duration {
+	t.Helper()
+	for _, e := range c.Env {
+		if e.Name == name {
+			d, err := time.ParseDuration(e.Value)
+			if err != nil {
+				t.Fatalf("%s=%q: %v", name, e.Value, err)
+			}
+			return d
+		}
+	}
+	t.Fatalf("container %s has no %s", c.Name, name)
+	return 0
+}
+
+func TestSecretsOnlyByReference(t *testing.T) {
+	t.Parallel()
+	objs := renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "boardreadyops")
+	if n := kinds(objs)["Secret"]; n != 0 {
+		t.Fatalf("the chart renders %d Secrets; it must only reference existing ones", n)
+	}
+	for name, pod := range podSpecs(objs) {
+		for _, c := range pod.Spec.Containers {
+			for _, e := range c.Env {
+				if e.Name == "DATABASE_URL" && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+					t.Errorf("%s: DATABASE_URL is not a secretKeyRef", name)
+				}
+			}
+		}
+	}
+}
+
+func TestMonitoringObjectsMatchTheirSources(t *testing.T) {
+	t.Parallel()
+	objs := renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "boardreadyops")
+
+	var rulesFile map[string]any
+	if err := yaml.Unmarshal(readFile(t, filepath.Join(chartDir, "rules", "boardreadyops.rules.yml")), &rulesFile); err != nil {
+		t.Fatal(err)
+	}
+	rule := find(t, objs, "PrometheusRule", "brops-boardreadyops")
+	groups, _, _ := unstructuredSlice(rule.u.Object, "spec", "groups")
+	if !reflect.DeepEqual(normalize(t, groups), normalize(t, rulesFile["groups"])) {
+		t.Fatal("the PrometheusRule's groups differ from rules/boardreadyops.rules.yml")
+	}
+
+	cm := find(t, objs, "ConfigMap", "brops-boardreadyops-dashboard-overview").typed.(*corev1.ConfigMap)
+	if cm.Labels["grafana_dashboard"] != "1" {
+		t.Fatalf("dashboard ConfigMap lacks the sidecar label: %v", cm.Labels)
+	}
+	want := strings.TrimRight(string(readFile(t, filepath.Join(chartDir, "dashboards", "boardreadyops-overview.json"))), "\n")
+	if got := cm.Data["boardreadyops-overview.json"]; got != want {
+		t.Fatal("the dashboard ConfigMap does not hold the dashboard JSON unchanged")
+	}
+	if !json.Valid([]byte(cm.Data["boardreadyops-overview.json"])) {
+		t.Fatal("dashboard is not valid JSON")
+	}
+}
+
+func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error) {
+	var cur any = obj
+	for _, f := range fields {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false, nil
+		}
+		cur = m[f]
+	}
+	s, ok := cur.([]any)
+	return s, ok, nil
+}
+
+// normalize round-trips through JSON so that numbers and maps compare equal.
+func normalize(t testing.TB, v any) any {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func deepCopy(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+// merge overlays patch onto base, recursively for maps.
+func merge(base, patch map[string]any) map[string]any {
+	for k, v := range patch {
+		if pm, ok := v.(map[string]any); ok {
+			if bm, ok := base[k].(map[string]any); ok {
+				base[k] = merge(bm, pm)
+				continue
+			}
+		}
+		base[k] = v
+	}
+	return base
+}
