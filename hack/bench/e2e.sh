@@ -20,7 +20,7 @@ export LOG_LEVEL=warn DATABASE_URL=$db BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYO
 	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18091/
 bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
 	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms >"$work/githubsim.log" 2>&1 &
-pids+=($!)
+pids+=($!); githubsim_pid=$!
 LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=16 bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!
 METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 bin/lifecycle >"$work/lifecycle.log" 2>&1 &
@@ -32,8 +32,10 @@ for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --dispatcher-metrics http://127.0.0.1:19293/metrics \
-	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid" --pgbench-database-url "$pgbench_db"
+	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" --pgbench-database-url "$pgbench_db"
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
+pg_top_statements true
+pg_top_statements false
 if [[ -n "${KEEP_LOGS:-}" ]]; then
 	mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/
 	for p in 19291 19292 19293; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done

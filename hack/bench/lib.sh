@@ -19,13 +19,28 @@ bench_cleanup() {
 trap bench_cleanup EXIT
 
 port=${BENCH_PG_PORT:-55440}
-bin/pgdev --dir "$work/pg" --port "$port" --url-file "$work/url" >"$work/pg.log" 2>&1 &
+# PG_STATEMENTS=1 loads pg_stat_statements (statements inside functions too) for profiling runs;
+# its overhead makes those runs unfit for the recorded figures.
+pg_settings=()
+if [[ -n "${PG_STATEMENTS:-}" ]]; then
+	pg_settings=(--set shared_preload_libraries=pg_stat_statements --set pg_stat_statements.track=all)
+fi
+bin/pgdev --dir "$work/pg" --port "$port" --url-file "$work/url" "${pg_settings[@]}" >"$work/pg.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do [[ -s "$work/url" ]] && break; sleep 0.1; done
 [[ -s "$work/url" ]] || { cat "$work/pg.log"; exit 1; }
 db=$(<"$work/url")
 pgbench_db="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 bin/brops migrate up --database-url "$db" >/dev/null
+if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null; fi
+
+# pg_top_statements: the statements that used the most time (PG_STATEMENTS=1 runs).
+pg_top_statements() {
+	[[ -n "${PG_STATEMENTS:-}" ]] || return 0
+	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
+		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY total_exec_time DESC LIMIT 25"
+}
 
 # wait_ready URL: until the service's /readyz answers 200.
 wait_ready() {

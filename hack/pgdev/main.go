@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,18 +26,32 @@ func main() {
 	port := flag.Int("port", 55432, "port on 127.0.0.1")
 	dbName := flag.String("database", "boardreadyops", "database to create when missing")
 	urlFile := flag.String("url-file", "", "write the database URL to this file once ready")
+	var settings settingList
+	flag.Var(&settings, "set", "extra server setting name=value (repeatable), e.g. shared_preload_libraries=pg_stat_statements")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *dir, *port, *dbName, *urlFile); err != nil {
+	if err := run(ctx, *dir, *port, *dbName, *urlFile, settings); err != nil {
 		fmt.Fprintln(os.Stderr, "pgdev:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, dir string, port int, dbName, urlFile string) error {
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: port, Durable: true})
+// settingList collects repeated --set flags.
+type settingList []string
+
+func (s *settingList) String() string { return strings.Join(*s, " ") }
+func (s *settingList) Set(v string) error {
+	if !strings.Contains(v, "=") {
+		return fmt.Errorf("%q: want name=value", v)
+	}
+	*s = append(*s, v)
+	return nil
+}
+
+func run(ctx context.Context, dir string, port int, dbName, urlFile string, settings []string) error {
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: dir, Port: port, Durable: true, Settings: settings})
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// procCPU returns a process's user+system CPU seconds, plus its waited-for children's when
+// children is set, from /proc/<pid>/stat.
+func procCPU(pid string, children bool) (float64, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command name, which is parenthesised and may hold spaces.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); utime, stime, cutime, cstime are fields 14..17.
+	if len(f) < 15 {
+		return 0, false
+	}
+	sum := 0.0
+	idx := []int{11, 12}
+	if children {
+		idx = append(idx, 13, 14)
+	}
+	for _, k := range idx {
+		v, _ := strconv.ParseFloat(f[k], 64)
+		sum += v
+	}
+	return sum / clockTicks, true
+}
+
+// cpuSeconds reports the CPU seconds each name=pid has used so far, plus "postgres": every
+// live process named postgres and the exited backends its postmaster waited for. The benchmark
+// scripts start every process (and a fresh server) just before the load, so these are the load's
+// costs, which tell where the shared cores go.
+func cpuSeconds(spec string) map[string]float64 {
+	out := map[string]float64{}
+	for _, kv := range strings.Split(spec, ",") {
+		name, pid, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if v, ok := procCPU(pid, false); ok {
+			out[name] = v
+		}
+	}
+	if v, ok := procCPU("self", false); ok {
+		out["loadgen"] = v
+	}
+	entries, _ := os.ReadDir("/proc")
+	pg := 0.0
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		// The postmaster (its parent is not postgres) also carries its exited children.
+		v, ok := procCPU(e.Name(), isPostmaster(e.Name()))
+		if ok {
+			pg += v
+		}
+	}
+	if pg > 0 {
+		out["postgres"] = pg
+	}
+	return out
+}
+
+func isPostmaster(pid string) bool {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return false
+	}
+	comm, err := os.ReadFile(filepath.Join("/proc", f[1], "comm"))
+	return err != nil || strings.TrimSpace(string(comm)) != "postgres"
+}
+
+// formatCPU renders CPU seconds per process with each one's share of one core over the run.
+func formatCPU(cpu map[string]float64, wall float64) string {
+	names := make([]string, 0, len(cpu))
+	for n := range cpu {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&b, "%s %.1f s (%.0f%% of a core); ", n, cpu[n], 100*cpu[n]/wall)
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}
