@@ -23,6 +23,10 @@ help: ## Show this help
 test: test-rules envtest ## Run every test against a real PostgreSQL (a private one is started unless TEST_DATABASE_URL is set)
 	go test $(GOTEST_FLAGS) $(ROOT_PKG)
 
+.PHONY: chaos
+chaos: ## Fault-injection suite, full length (crashes, PostgreSQL restarts, GitHub faults, poison input), with reports
+	BOARDREADYOPS_CHAOS=full go test -count=1 -v -timeout 30m ./hack/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL)|report:|poison answers'
+
 .PHONY: envtest
 envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-apiserver that the Kubernetes tests start
 	@hack/envtest/build-binaries.sh >/dev/null

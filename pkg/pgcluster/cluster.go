@@ -46,6 +46,10 @@ type Cluster struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
 	waitErr error
+	// What Resume needs to start the same server again.
+	binDir, dataDir string
+	cred            *syscall.Credential
+	opts            Options
 }
 
 // Superuser is the bootstrap superuser of every private cluster; it authenticates by trust on
@@ -97,6 +101,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return fail(err)
 		}
 	}
+	c.binDir, c.dataDir, c.cred, c.opts = binDir, dataDir, cred, opts
 	if err := c.startServer(binDir, dataDir, cred, opts); err != nil {
 		return fail(err)
 	}
@@ -236,6 +241,35 @@ func (c *Cluster) Stop() error {
 		}
 	}
 	return nil
+}
+
+// Interrupt stops the server and keeps its data, for fault-injection tests: a fast shutdown
+// (SIGINT: sessions disconnected, a clean checkpoint) or, with immediate, an immediate one
+// (SIGQUIT: no checkpoint, crash recovery on the next start). Resume starts it again. Neither may
+// run concurrently with Stop.
+func (c *Cluster) Interrupt(immediate bool) {
+	sig := syscall.SIGINT
+	if immediate {
+		sig = syscall.SIGQUIT
+	}
+	select {
+	case <-c.exited:
+		return
+	default:
+	}
+	_ = c.cmd.Process.Signal(sig)
+	<-c.exited
+}
+
+// Resume starts an interrupted server again on the same port and data and waits until it accepts
+// connections (after crash recovery, when the shutdown was immediate).
+func (c *Cluster) Resume(ctx context.Context) error {
+	c.exited = make(chan struct{})
+	c.waitErr = nil
+	if err := c.startServer(c.binDir, c.dataDir, c.cred, c.opts); err != nil {
+		return err
+	}
+	return c.waitReady(ctx)
 }
 
 func (c *Cluster) logPath() string { return filepath.Join(c.dir, "server.log") }

@@ -140,3 +140,46 @@ func TestServerDiesWithItsParent(t *testing.T) {
 	}
 	t.Fatal("postgres still accepting connections 15s after its parent was killed")
 }
+
+// Interrupt and Resume, fast and immediate, keep every committed row and the port.
+func TestInterruptResume(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	exec := func(q string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, c.URL("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec("CREATE TABLE kept (x int)")
+	for _, immediate := range []bool{false, true} {
+		exec("INSERT INTO kept VALUES (1)")
+		c.Interrupt(immediate)
+		if conn, err := pgx.Connect(ctx, c.URL("postgres")); err == nil {
+			conn.Close(ctx)
+			t.Fatalf("connected while interrupted (immediate %v)", immediate)
+		}
+		if err := c.Resume(ctx); err != nil {
+			t.Fatalf("resume (immediate %v): %v", immediate, err)
+		}
+	}
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM kept").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows after two restarts = %d, %v; want 2", n, err)
+	}
+}

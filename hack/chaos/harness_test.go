@@ -1,0 +1,399 @@
+// Package chaos is the fault-injection suite: the real ingest, lifecycle and outbox-dispatcher
+// binaries on one database with the GitHub simulator, under load, with crashes and GitHub faults
+// injected; after each scenario an invariant checker proves nothing was lost and nothing done
+// twice. `make test` runs the short variant; `make chaos` the full one (BOARDREADYOPS_CHAOS=full)
+// and prints each scenario's report.
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const appID = 4343
+
+// full reports whether the long variant runs (make chaos).
+func full() bool { return os.Getenv("BOARDREADYOPS_CHAOS") == "full" }
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	buildErr  error
+)
+
+// binaries builds the services and brops once per test process.
+func binaries(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "boardreadyops-chaos-bin-")
+		if buildErr != nil {
+			return
+		}
+		for _, svc := range []string{"ingest", "lifecycle", "outbox-dispatcher", "brops"} {
+			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, svc), "github.com/boardreadyops/cloud/services/"+svc).CombinedOutput()
+			if err != nil {
+				buildErr = fmt.Errorf("build %s: %v\n%s", svc, err, out)
+				return
+			}
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binDir
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// lockedBuffer collects a process's output across restarts.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// service is one product process that the scenarios kill and restart.
+type service struct {
+	name, bin   string
+	env         []string
+	metricsAddr string
+	log         *lockedBuffer
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	exited      chan struct{}
+}
+
+func (s *service) start(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cmd := exec.Command(s.bin)
+	cmd.Env = append(os.Environ(), s.env...)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", s.name, err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	s.cmd, s.exited = cmd, exited
+}
+
+// kill sends SIGKILL: no drain, no lease release, possibly mid-transaction.
+func (s *service) kill() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-exited
+}
+
+// stop sends SIGTERM and waits.
+func (s *service) stop() {
+	s.mu.Lock()
+	cmd, exited := s.cmd, s.exited
+	s.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+}
+
+func (s *service) waitReady(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + s.metricsAddr + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready:\n%s", s.name, s.log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// env is one scenario's whole product: database, simulator, services, sender.
+type env struct {
+	t                   *testing.T
+	dbURL               string
+	pool                *pgxpool.Pool
+	sim                 *githubsim.Simulator
+	gh                  *httptest.Server
+	secret              []byte
+	keyFile, secretFile string
+	ingestAddr          string
+	svc                 map[string]*service
+
+	mu        sync.Mutex
+	acked     map[string]bool // delivery ids answered 2xx
+	crashes   int
+	retries   int
+	extraRuns int            // release runs created beyond the load (the mid-request crash's push)
+	poisonOut map[string]int // poison deliveries by answer
+}
+
+// newEnv starts a scenario on a fresh database of the package's shared server.
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvOn(t, pgtest.NewURL(t)) }
+
+// newEnvOn starts a scenario on the migrated database at dbURL.
+func newEnvOn(t *testing.T, dbURL string) *env {
+	t.Helper()
+	dir := t.TempDir()
+	bin := binaries(t)
+	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, poisonOut: map[string]int{}, svc: map[string]*service{}}
+	var err error
+	if e.pool, err = pgxpool.New(context.Background(), e.dbURL); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pool.Close)
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb [24]byte
+	_, _ = rand.Read(sb[:])
+	e.secret = []byte(hex.EncodeToString(sb[:]))
+	e.keyFile, e.secretFile = filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
+	if err := os.WriteFile(e.keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(e.secretFile, e.secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.ingestAddr = freeAddr(t)
+	e.sim = githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+		WebhookURL: "http://" + e.ingestAddr + "/webhook", WebhookSecret: e.secret, RunDelay: 100 * time.Millisecond})
+	e.gh = httptest.NewServer(e.sim)
+	t.Cleanup(func() { e.gh.Close(); e.sim.Close() })
+
+	common := []string{"DATABASE_URL=" + e.dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
+	add := func(name string, extra ...string) {
+		s := &service{name: name, bin: filepath.Join(bin, name), metricsAddr: freeAddr(t), log: &lockedBuffer{}}
+		s.env = append(append(append([]string{}, common...), "METRICS_ADDR="+s.metricsAddr), extra...)
+		e.svc[name] = s
+	}
+	add("ingest", "LISTEN_ADDR="+e.ingestAddr, "BOARDREADYOPS_WEBHOOK_SECRET_FILE="+e.secretFile)
+	// Short leases so that work a killed process held is recovered within seconds.
+	// A short job backoff so that a workflow_run deferred while its dispatch awaits
+	// reconciliation is retried soon after the operator resolves it.
+	add("lifecycle", "BOARDREADYOPS_LIFECYCLE_LEASE=5s", "BOARDREADYOPS_JOB_MAX_BACKOFF=2s")
+	add("outbox-dispatcher", "BOARDREADYOPS_GITHUB_API_URL="+e.gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE="+e.keyFile,
+		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s")
+	for _, s := range e.svc {
+		s.start(t)
+	}
+	for _, s := range e.svc {
+		s.waitReady(t)
+	}
+	t.Cleanup(func() {
+		for _, s := range e.svc {
+			s.stop()
+		}
+		if t.Failed() {
+			for _, s := range e.svc {
+				t.Logf("%s log (tail):\n%s", s.name, tail(s.log.String(), 3000))
+			}
+		}
+	})
+	return e
+}
+
+func tail(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[len(s)-n:]
+}
+
+// restart kills (SIGKILL) a service and starts it again.
+func (e *env) restart(name string) {
+	e.t.Helper()
+	s := e.svc[name]
+	s.kill()
+	e.mu.Lock()
+	e.crashes++
+	e.mu.Unlock()
+	s.start(e.t)
+}
+
+// killIngestMidRequest kills ingest while a delivery is in flight: the request's headers and
+// half its body have arrived, no answer has been sent. The sender sees the connection drop and,
+// as GitHub does, delivers the same delivery id again (to the restarted ingest).
+func (e *env) killIngestMidRequest() {
+	e.t.Helper()
+	body, _ := json.Marshal(push(99, int(time.Now().UnixNano()%100000)))
+	id := newID()
+	pr, pw := io.Pipe()
+	req, _ := http.NewRequest(http.MethodPost, "http://"+e.ingestAddr+"/webhook", pr)
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", id)
+	req.Header.Set("X-Hub-Signature-256", hubsig.Sign(e.secret, body))
+	done := make(chan int, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	_, _ = pw.Write(body[:len(body)/2])
+	time.Sleep(50 * time.Millisecond) // the half body is read by ingest
+	e.restart("ingest")
+	_ = pw.CloseWithError(io.ErrUnexpectedEOF)
+	if code := <-done; code >= 200 && code < 300 {
+		e.t.Errorf("a request cut off by the crash was answered %d", code)
+	}
+	e.svc["ingest"].waitReady(e.t)
+	// GitHub's retry of the same delivery.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		code := e.post(id, "push", body, true)
+		e.mu.Lock()
+		e.retries++
+		e.mu.Unlock()
+		if code >= 200 && code < 300 {
+			e.mu.Lock()
+			e.acked[id] = true
+			e.extraRuns++
+			e.mu.Unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("retried delivery %s never accepted (last %d)", id, code)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// post sends one delivery once and returns the status (0 when the connection failed).
+func (e *env) post(id, event string, body []byte, sign bool) int {
+	req, _ := http.NewRequest(http.MethodPost, "http://"+e.ingestAddr+"/webhook", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", event)
+	req.Header.Set("X-GitHub-Delivery", id)
+	if sign {
+		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(e.secret, body))
+	} else {
+		req.Header.Set("X-Hub-Signature-256", hubsig.Sign([]byte("not-the-secret"), body))
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// deliver sends a delivery as GitHub does after a failure: the same delivery id again until it
+// is answered 2xx (ingest may be down or restarting).
+func (e *env) deliver(event string, payload any) {
+	body, _ := json.Marshal(payload)
+	id := newID()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		code := e.post(id, event, body, true)
+		if code >= 200 && code < 300 {
+			e.mu.Lock()
+			e.acked[id] = true
+			e.mu.Unlock()
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("delivery %s never accepted (last status %d)", id, code)
+			return
+		}
+		e.mu.Lock()
+		e.retries++
+		e.mu.Unlock()
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// push is a release-tag push for repository r (installations 7000, 7001, 7002 by r % 3).
+func push(r, tag int) map[string]any {
+	return map[string]any{
+		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"created": true, "deleted": false, "installation": map[string]any{"id": 7000 + r%3},
+		"repository": map[string]any{"id": 8000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
+			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%3), "type": "Organization"}},
+	}
+}
+
+// load sends runs release-tag pushes from a few concurrent senders, spread over duration, and
+// returns when every one was accepted.
+func (e *env) load(runs int, duration time.Duration) {
+	const senders, repos = 4, 12
+	var wg sync.WaitGroup
+	gap := duration / time.Duration(max(runs/senders, 1))
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := s; i < runs; i += senders {
+				e.deliver("push", push(i%repos, i/repos))
+				time.Sleep(gap)
+			}
+		}()
+	}
+	wg.Wait()
+}

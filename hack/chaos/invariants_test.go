@@ -1,0 +1,223 @@
+package chaos_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// report is one scenario's outcome, as docs/reliability.md tabulates it.
+type report struct {
+	Scenario        string
+	Deliveries      int // webhooks answered 2xx
+	Retries         int // sender retries of the same delivery id
+	Effects         int
+	Crashes         int
+	Reconciliations int // dispatches resolved with brops reconcile
+	DeadLetters     int // dead letters replayed with brops outbox replay
+	Duplicates      int // must be 0
+	Lost            int // must be 0
+}
+
+func (r report) String() string {
+	return fmt.Sprintf("| %s | %d | %d | %d | %d | %d | %d | %d | %d |", r.Scenario, r.Deliveries, r.Retries, r.Effects, r.Crashes,
+		r.Reconciliations, r.DeadLetters, r.Duplicates, r.Lost)
+}
+
+func (e *env) count(q string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", q, err)
+	}
+	return n
+}
+
+// settleQuery counts the work still moving: jobs and effects waiting or in flight, and release
+// runs that are not terminal yet hold no live, dead-lettered or to-be-reconciled effect.
+const settleQuery = `SELECT (SELECT count(*) FROM control_plane_jobs WHERE status IN ('available', 'leased'))
+	+ (SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased'))
+	+ (SELECT count(*) FROM release_runs r WHERE status NOT IN ('succeeded', 'failed', 'cancelled')
+	   AND NOT EXISTS (SELECT 1 FROM control_plane_outbox o WHERE o.release_run_id = r.id
+	                   AND o.status IN ('available', 'leased', 'dead_letter', 'reconciliation_required')))`
+
+// quietQuery counts effects waiting or in flight: once it is zero, what remains needs an operator
+// (reconciliation, dead letters) — workflow_run jobs may still wait for a dispatch to be resolved.
+const quietQuery = `SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased')`
+
+// settle waits until settleQuery is zero.
+func (e *env) settle(timeout time.Duration) { e.t.Helper(); e.waitZero(settleQuery, timeout) }
+
+func (e *env) waitZero(q string, timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		open := e.count(q)
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("not settled after %v: %d open jobs, effects or runs without a live effect", timeout, open)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// brops runs the admin CLI against the scenario's database and simulator.
+func (e *env) brops(args ...string) []byte {
+	e.t.Helper()
+	cmd := exec.Command(filepath.Join(binaries(e.t), "brops"), args...)
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dbURL, "BOARDREADYOPS_OPERATOR=chaos-suite")
+	out, err := cmd.Output()
+	if err != nil {
+		stderr := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			stderr = string(ee.Stderr)
+		}
+		e.t.Fatalf("brops %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)
+	}
+	return out
+}
+
+// reconcile resolves every dispatch in reconciliation_required the way an operator does: inspect
+// GitHub (the simulator's truth) with brops, then record the run it created or that it created
+// none. It returns how many were resolved.
+func (e *env) reconcile() int {
+	e.t.Helper()
+	var ids []int64
+	rows, err := e.pool.Query(context.Background(), `SELECT id FROM control_plane_outbox WHERE status = 'reconciliation_required' ORDER BY id`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		_ = rows.Scan(&id)
+		ids = append(ids, id)
+	}
+	rows.Close()
+	for _, id := range ids {
+		out := e.brops("reconcile", "inspect", strconv.FormatInt(id, 10), "-o", "json",
+			"--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+		var insp struct {
+			Candidates []struct {
+				ID    int64  `json:"id"`
+				Match string `json:"match"`
+			} `json:"candidates"`
+		}
+		if err := json.Unmarshal(out, &insp); err != nil {
+			e.t.Fatalf("inspect %d: %v\n%s", id, err, out)
+		}
+		var exact []int64
+		for _, c := range insp.Candidates {
+			if c.Match == "exact" {
+				exact = append(exact, c.ID)
+			}
+		}
+		switch len(exact) {
+		case 0:
+			e.brops("reconcile", "resolve", strconv.FormatInt(id, 10), "--not-dispatched", "--evidence", "chaos suite: no run on the simulator")
+		case 1:
+			e.brops("reconcile", "resolve", strconv.FormatInt(id, 10), "--workflow-run-id", strconv.FormatInt(exact[0], 10),
+				"--evidence", "chaos suite: the simulator's run named for this attempt")
+		default:
+			e.t.Errorf("effect %d: %d runs name this attempt: the dispatch ran twice", id, len(exact))
+		}
+	}
+	return len(ids)
+}
+
+// check drives the scenario to its end state — faults cleared, settled, reconciled, dead letters
+// replayed, settled again — and proves the invariants. runs is how many release runs the load
+// created.
+func (e *env) check(name string, runs int) report {
+	e.t.Helper()
+	e.mu.Lock()
+	runs += e.extraRuns
+	e.mu.Unlock()
+	e.sim.ClearFaults()
+	e.waitZero(quietQuery, 120*time.Second)
+	r := report{Scenario: name}
+	for range 5 {
+		rec := e.reconcile()
+		dead := e.count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter'`) +
+			e.count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter'`)
+		if e.count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter'`) > 0 {
+			e.brops("outbox", "replay", "--all-dead-letters", "--reason", "chaos suite: faults cleared", "--yes")
+		}
+		if e.count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter'`) > 0 {
+			e.brops("jobs", "replay", "--all-dead-letters", "--reason", "chaos suite: faults cleared", "--yes")
+		}
+		r.Reconciliations += rec
+		r.DeadLetters += dead
+		if rec == 0 && dead == 0 {
+			break
+		}
+		e.waitZero(quietQuery, 120*time.Second)
+	}
+	e.settle(120 * time.Second)
+
+	e.mu.Lock()
+	acked := make([]string, 0, len(e.acked))
+	for id := range e.acked {
+		acked = append(acked, id)
+	}
+	r.Deliveries, r.Retries, r.Crashes = len(acked), e.retries, e.crashes
+	e.mu.Unlock()
+	r.Effects = e.count(`SELECT count(*) FROM control_plane_outbox`)
+
+	// 1. Every delivery answered 2xx is in the inbox, and its job completed.
+	if missing := e.count(`SELECT count(*) FROM unnest($1::text[]) d(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.delivery_id = d.id)`, acked); missing > 0 {
+		e.t.Errorf("%d deliveries answered 2xx are not in the inbox", missing)
+		r.Lost += missing
+	}
+	if n := e.count(`SELECT count(*) FROM control_plane_jobs WHERE status <> 'completed'`); n > 0 {
+		e.t.Errorf("%d jobs not completed", n)
+		r.Lost += n
+	}
+	// 2. Every release run terminal; every effect completed.
+	if n := e.count(`SELECT count(*) FROM release_runs`); n != runs {
+		e.t.Errorf("%d release runs, want %d", n, runs)
+		r.Lost += max(runs-n, 0)
+	}
+	if n := e.count(`SELECT count(*) FROM release_runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')`); n > 0 {
+		e.t.Errorf("%d release runs not terminal", n)
+		r.Lost += n
+	}
+	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n > 0 {
+		e.t.Errorf("%d effects not completed", n)
+	}
+	// 3. Exactly one check run per release run and one dispatch per attempt, on GitHub's side.
+	rows, err := e.pool.Query(context.Background(), `SELECT r.id::text, a.id::text FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var run, attempt string
+		_ = rows.Scan(&run, &attempt)
+		if n := len(e.sim.CheckRuns(run)); n != 1 {
+			e.t.Errorf("release run %s has %d check runs on GitHub, want 1", run, n)
+			r.Duplicates += max(n-1, 0)
+		}
+		if n := e.sim.Dispatches(attempt); n != 1 {
+			e.t.Errorf("attempt %s was dispatched %d times, want 1", attempt, n)
+			r.Duplicates += max(n-1, 0)
+		}
+	}
+	// 4. No credential in any stored row: webhook secret, App key, installation tokens, JWTs.
+	for _, needle := range []string{string(e.secret), "PRIVATE KEY", "ghs_", "eyJhbGciOi"} {
+		if n := e.count(`SELECT (SELECT count(*) FROM webhook_inbox WHERE payload::text LIKE '%' || $1 || '%')
+			+ (SELECT count(*) FROM control_plane_outbox WHERE payload::text || coalesce(result::text, '') || coalesce(last_error, '') LIKE '%' || $1 || '%')
+			+ (SELECT count(*) FROM control_plane_jobs WHERE coalesce(last_error, '') LIKE '%' || $1 || '%')`, needle); n > 0 {
+			e.t.Errorf("%d stored rows contain %q", n, needle[:min(len(needle), 6)])
+		}
+	}
+	e.t.Logf("report: %s", r)
+	return r
+}
