@@ -181,11 +181,17 @@ type env struct {
 	poisonOut map[string]int // poison deliveries by answer
 }
 
+// envOptions shape a scenario's deployment.
+type envOptions struct {
+	// dispatchers is the number of outbox-dispatcher replicas (at least 1).
+	dispatchers int
+}
+
 // newEnv starts a scenario on a fresh database of the package's shared server.
-func newEnv(t *testing.T) *env { t.Helper(); return newEnvOn(t, pgtest.NewURL(t)) }
+func newEnv(t *testing.T) *env { t.Helper(); return newEnvOn(t, pgtest.NewURL(t), envOptions{}) }
 
 // newEnvOn starts a scenario on the migrated database at dbURL.
-func newEnvOn(t *testing.T, dbURL string) *env {
+func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	t.Helper()
 	dir := t.TempDir()
 	bin := binaries(t)
@@ -218,6 +224,7 @@ func newEnvOn(t *testing.T, dbURL string) *env {
 	common := []string{"DATABASE_URL=" + e.dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
 	add := func(name string, extra ...string) {
 		s := &service{name: name, bin: filepath.Join(bin, name), metricsAddr: freeAddr(t), log: &lockedBuffer{}}
+		// A replica's worker identity differs by pid; its metrics address by port.
 		s.env = append(append(append([]string{}, common...), "METRICS_ADDR="+s.metricsAddr), extra...)
 		e.svc[name] = s
 	}
@@ -226,8 +233,16 @@ func newEnvOn(t *testing.T, dbURL string) *env {
 	// A short job backoff so that a workflow_run deferred while its dispatch awaits
 	// reconciliation is retried soon after the operator resolves it.
 	add("lifecycle", "BOARDREADYOPS_LIFECYCLE_LEASE=5s", "BOARDREADYOPS_JOB_MAX_BACKOFF=2s")
-	add("outbox-dispatcher", "BOARDREADYOPS_GITHUB_API_URL="+e.gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE="+e.keyFile,
-		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s")
+	dispatcherEnv := []string{"BOARDREADYOPS_GITHUB_API_URL=" + e.gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=" + e.keyFile,
+		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s"}
+	for i := 2; i <= opts.dispatchers; i++ {
+		// Further replicas: the same binary and settings; they coordinate only through the database.
+		add("outbox-dispatcher", dispatcherEnv...)
+		name := fmt.Sprintf("outbox-dispatcher-%d", i)
+		e.svc[name] = e.svc["outbox-dispatcher"]
+		e.svc[name].name = name
+	}
+	add("outbox-dispatcher", dispatcherEnv...)
 	for _, s := range e.svc {
 		s.start(t)
 	}

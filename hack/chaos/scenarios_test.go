@@ -15,6 +15,7 @@ import (
 	"github.com/boardreadyops/cloud/pkg/githubsim"
 	"github.com/boardreadyops/cloud/pkg/migrate"
 	"github.com/boardreadyops/cloud/pkg/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
 )
 
 // size is the load of one scenario: release runs and how long the pushes are spread over.
@@ -40,13 +41,14 @@ func during(e *env, runs int, over time.Duration, times int, inject func(i int))
 	wg.Wait()
 }
 
-// TestDispatcherCrash kills the dispatcher with SIGKILL at random moments under load. One kill
+// TestDispatcherCrash kills one of two dispatcher replicas with SIGKILL at random moments under load. One kill
 // happens while a workflow dispatch hangs on GitHub, i.e. after its delivery started and before
 // its completion: that dispatch must end in reconciliation_required (never replayed), and the
 // operator's resolution brings it home.
 func TestDispatcherCrash(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	// Two replicas: replica 1 is killed again and again; replica 2 survives and keeps working.
+	e := newEnvOn(t, pgtest.NewURL(t), envOptions{dispatchers: 2})
 	runs, over := size()
 	kills := 4
 	if full() {
@@ -193,7 +195,7 @@ func TestPostgresRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = m.Close()
-	e := newEnvOn(t, url)
+	e := newEnvOn(t, url, envOptions{})
 	runs, over := size()
 	saw503 := false
 	during(e, runs, over, 2, func(i int) {
