@@ -40,6 +40,10 @@ pg_top_statements() {
 	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
 		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY total_exec_time DESC LIMIT 25"
+	if [[ "${1:-false}" == false ]]; then
+		psql "$db" -P pager=off -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+			round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct FROM pg_stat_user_tables ORDER BY n_tup_upd DESC LIMIT 8"
+	fi
 }
 
 # wait_ready URL: until the service's /readyz answers 200.
