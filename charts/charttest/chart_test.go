@@ -255,3 +255,35 @@ func merge(base, patch map[string]any) map[string]any {
 	}
 	return base
 }
+
+// TestMonitoringAutodetect: with the Prometheus Operator's API served, the minimal values render
+// the ServiceMonitor and PrometheusRule without enabling them; with autodetect off, they do not.
+func TestMonitoringAutodetect(t *testing.T) {
+	t.Parallel()
+	apis := []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+	base := readValues(t, filepath.Join(chartDir, "ci", "minimal-values.yaml"))
+	for _, tt := range []struct {
+		autodetect bool
+		want       bool
+	}{{true, true}, {false, false}} {
+		vals := merge(deepCopy(base), map[string]any{"monitoring": map[string]any{"autodetect": tt.autodetect}})
+		out, err := render(t, vals, "boardreadyops", apis...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range []string{"monitoring-servicemonitor.yaml", "monitoring-prometheusrule.yaml"} {
+			got := strings.TrimSpace(out["boardreadyops/templates/"+tpl]) != ""
+			if got != tt.want {
+				t.Errorf("autodetect %v: %s rendered = %v, want %v", tt.autodetect, tpl, got, tt.want)
+			}
+		}
+	}
+	// Without the API (the default capabilities), nothing is rendered unless enabled.
+	out, err := render(t, base, "boardreadyops")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(out["boardreadyops/templates/monitoring-servicemonitor.yaml"]) != "" {
+		t.Error("ServiceMonitor rendered although the API is not served and it is not enabled")
+	}
+}

@@ -63,10 +63,11 @@ func readValues(t testing.TB, file string) map[string]any {
 
 // render renders the chart as `helm install` would (schema validation included) and returns the
 // manifests by template name.
-func render(t testing.TB, vals map[string]any, namespace string) (map[string]string, error) {
+func render(t testing.TB, vals map[string]any, namespace string, extraAPIs ...string) (map[string]string, error) {
 	t.Helper()
 	c := loadChart(t)
 	caps := common.DefaultCapabilities.Copy()
+	caps.APIVersions = append(append(common.VersionSet{}, caps.APIVersions...), extraAPIs...)
 	kv, err := common.ParseKubeVersion(kubeVersion)
 	if err != nil {
 		t.Fatal(err)
