@@ -287,3 +287,26 @@ func TestMonitoringAutodetect(t *testing.T) {
 		t.Error("ServiceMonitor rendered although the API is not served and it is not enabled")
 	}
 }
+
+// TestOperatorEgressToPrometheus: with the monitor reading Prometheus and NetworkPolicies on, the
+// operator may reach Prometheus; without the Prometheus source it may not.
+func TestOperatorEgressToPrometheus(t *testing.T) {
+	t.Parallel()
+	hasPromEgress := func(vals map[string]any) bool {
+		out, err := render(t, vals, "boardreadyops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		np := out["boardreadyops/templates/networkpolicies.yaml"]
+		i := strings.Index(np, "name: brops-boardreadyops-operator")
+		return i >= 0 && strings.Contains(np[i:], "kubernetes.io/metadata.name: monitoring\n      ports:\n        - {protocol: TCP, port: 9090}")
+	}
+	prod := readValues(t, filepath.Join(chartDir, "ci", "production-values.yaml"))
+	if !hasPromEgress(prod) {
+		t.Error("production values (monitor reads Prometheus): no operator egress to Prometheus")
+	}
+	noProm := merge(readValues(t, filepath.Join(chartDir, "ci", "minimal-values.yaml")), map[string]any{"networkPolicy": map[string]any{"enabled": true}})
+	if hasPromEgress(noProm) {
+		t.Error("operator egress to Prometheus without a Prometheus source")
+	}
+}

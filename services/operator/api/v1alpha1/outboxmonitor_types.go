@@ -41,6 +41,13 @@ type OutboxMonitorSpec struct {
 	// +optional
 	Triggers Triggers `json:"triggers,omitempty"`
 
+	// Prometheus, when set, reads the signals from a Prometheus server's HTTP API instead of
+	// scraping the dispatcher pods (for clusters where the operator may not reach the pods, or
+	// where Prometheus already aggregates many of them). Worker health still comes from the
+	// Deployment.
+	// +optional
+	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
+
 	// Tuning records that database and index tuning was done, which the seed requires before an
 	// external broker is evaluated. Until it is set, sustained triggers are reported but the
 	// BrokerEvaluationRecommended condition stays False with reason TuningFirst.
@@ -72,6 +79,24 @@ type DispatcherTarget struct {
 	// +kubebuilder:validation:Pattern=`^/[A-Za-z0-9/._-]*$`
 	// +optional
 	MetricsPath string `json:"metricsPath,omitempty"`
+}
+
+// PrometheusSource is a Prometheus server holding the dispatcher's metrics.
+type PrometheusSource struct {
+	// URL is the server's base URL; queries go to <url>/api/v1/query.
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	URL string `json:"url"`
+	// Selector is the PromQL label matchers that select this dispatcher's series, without braces,
+	// e.g. namespace="boardreadyops",service="brops-boardreadyops-outbox-dispatcher-metrics".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Selector string `json:"selector"`
+	// RateWindow is the range of the rate() and histogram_quantile() queries; at least twice
+	// Prometheus's scrape interval.
+	// +kubebuilder:default="2m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('1h')",message="rateWindow must be between 10s and 1h"
+	// +optional
+	RateWindow *metav1.Duration `json:"rateWindow,omitempty"`
 }
 
 // Triggers holds the seed's three broker-transition triggers and how a fired trigger clears.

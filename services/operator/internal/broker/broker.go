@@ -120,7 +120,12 @@ type Result struct {
 // Evaluate folds one scrape round into the triggers. The age trigger only counts intervals in
 // which the workers were healthy; an unhealthy interval restarts its window.
 func (e *Evaluator) Evaluate(s Settings, now time.Time, samples map[string]scrape.Sample, alive map[string]bool, workersHealthy bool) Result {
-	sig := e.agg.Update(now, samples, alive, s.Quantile)
+	return e.EvaluateSignals(s, e.agg.Update(now, samples, alive, s.Quantile), workersHealthy)
+}
+
+// EvaluateSignals folds signals computed elsewhere (a Prometheus server) into the triggers, with
+// the same rules as Evaluate.
+func (e *Evaluator) EvaluateSignals(s Settings, sig scrape.Signals, workersHealthy bool) Result {
 	obs := func(v float64, valid bool) trigger.Observation {
 		return trigger.Observation{Start: sig.Start, End: sig.End, Value: v, Valid: valid}
 	}

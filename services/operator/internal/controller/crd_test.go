@@ -83,6 +83,12 @@ func TestCRDRejectsBadThresholds(t *testing.T) {
 		{"scrape interval too short", func(s *v1alpha1.OutboxMonitorSpec) { s.ScrapeInterval = dur(10 * time.Millisecond) }},
 		{"hysteresis above 90", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.HysteresisPercent = 95 }},
 		{"metrics path without slash", func(s *v1alpha1.OutboxMonitorSpec) { s.Dispatcher.MetricsPath = "metrics" }},
+		{"prometheus URL without scheme", func(s *v1alpha1.OutboxMonitorSpec) {
+			s.Prometheus = &v1alpha1.PrometheusSource{URL: "prometheus:9090", Selector: `job="x"`}
+		}},
+		{"prometheus rate window of 1s", func(s *v1alpha1.OutboxMonitorSpec) {
+			s.Prometheus = &v1alpha1.PrometheusSource{URL: "http://prometheus:9090", Selector: `job="x"`, RateWindow: dur(time.Second)}
+		}},
 		{"tuning without who", func(s *v1alpha1.OutboxMonitorSpec) {
 			s.Tuning = &v1alpha1.TuningRecord{CompletedAt: metav1.Now()}
 		}},

@@ -116,16 +116,27 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if wait := st.lastScrape.Add(interval).Sub(now); !st.lastScrape.IsZero() && wait > 0 && mon.Status.ObservedGeneration == mon.Generation {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
+	prevRound := st.lastScrape
 	st.lastScrape = now
 
 	settings := broker.SettingsFromSpec(mon.Spec)
 	workers := r.workers(ctx, &mon)
-	samples, alive, scrapeErrs := r.scrapePods(ctx, &mon, workers.selector, interval)
+	var res broker.Result
+	var scrapeErrs []string
+	if p := mon.Spec.Prometheus; p != nil {
+		var sig scrape.Signals
+		sig, scrapeErrs = r.queryPrometheus(ctx, p, settings, prevRound, now, interval)
+		res = st.eval.EvaluateSignals(settings, sig, workers.healthy)
+	} else {
+		var samples map[string]scrape.Sample
+		var alive map[string]bool
+		samples, alive, scrapeErrs = r.scrapePods(ctx, &mon, workers.selector, interval)
+		res = st.eval.Evaluate(settings, now, samples, alive, workers.healthy)
+	}
 	if workers.err != "" {
 		scrapeErrs = append([]string{workers.err}, scrapeErrs...)
 	}
 	wasRecommended := meta.IsStatusConditionTrue(mon.Status.Conditions, v1alpha1.ConditionBrokerEvaluationRecommended)
-	res := st.eval.Evaluate(settings, now, samples, alive, workers.healthy)
 	rec := broker.Recommend(st.eval.Active(), mon.Spec.Tuning != nil)
 
 	patchBase := client.MergeFrom(mon.DeepCopy())

@@ -1,0 +1,56 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
+	"github.com/boardreadyops/cloud/services/operator/internal/broker"
+	"github.com/boardreadyops/cloud/services/operator/internal/promapi"
+	"github.com/boardreadyops/cloud/services/operator/internal/scrape"
+)
+
+// queryPrometheus reads the three signals from a Prometheus server at now. The interval they hold
+// over starts at the previous round (none on the first round: no signal is valid then, as with
+// pod scraping). A query that fails or returns nothing leaves its signal invalid — never zero —
+// and a failure is reported.
+func (r *Reconciler) queryPrometheus(ctx context.Context, p *v1alpha1.PrometheusSource, s broker.Settings,
+	prevRound, now time.Time, interval time.Duration) (scrape.Signals, []string) {
+	window := 2 * time.Minute
+	if p.RateWindow != nil && p.RateWindow.Duration > 0 {
+		window = p.RateWindow.Duration
+	}
+	exprs := promapi.Build(p.Selector, s.Quantile, window)
+	timeout := r.ScrapeTimeout
+	if timeout <= 0 || timeout > interval/2 {
+		timeout = interval / 2
+	}
+	sig := scrape.Signals{Start: prevRound, End: now}
+	var errs []string
+	query := func(name, expr string) (float64, bool) {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		v, err := promapi.Query(qctx, r.HTTP, p.URL, expr, now)
+		switch {
+		case errors.Is(err, promapi.ErrNoData):
+			return 0, false
+		case err != nil:
+			r.Metrics.scrapes.WithLabelValues("failure").Inc()
+			errs = append(errs, fmt.Sprintf("prometheus %s: %v", name, err))
+			return 0, false
+		}
+		r.Metrics.scrapes.WithLabelValues("success").Inc()
+		return v, true
+	}
+	start := r.now()
+	sig.ClaimLatency, sig.ClaimLatencyValid = query("claim latency", exprs.ClaimLatency)
+	sig.Throughput, sig.ThroughputValid = query("throughput", exprs.Throughput)
+	sig.OldestAge, sig.OldestAgeValid = query("oldest available age", exprs.OldestAge)
+	r.Metrics.scrapeSeconds.Observe(r.now().Sub(start).Seconds())
+	if prevRound.IsZero() {
+		sig.ClaimLatencyValid, sig.ThroughputValid, sig.OldestAgeValid = false, false, false
+	}
+	return sig, errs
+}

@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
+)
+
+// fakePrometheus answers instant queries by the metric they name, with values the test sets;
+// a missing value answers an empty vector.
+type fakePrometheus struct {
+	mu      sync.Mutex
+	values  map[string]string
+	queries []string
+}
+
+func (f *fakePrometheus) set(metric, v string) { f.mu.Lock(); f.values[metric] = v; f.mu.Unlock() }
+
+func (f *fakePrometheus) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_ = r.ParseForm()
+	q := r.Form.Get("query")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = append(f.queries, q)
+	for metric, v := range f.values {
+		if strings.Contains(q, metric) {
+			fmt.Fprintf(w, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,%q]}]}}`, v)
+			return
+		}
+	}
+	fmt.Fprint(w, `{"status":"success","data":{"resultType":"vector","result":[]}}`)
+}
+
+func TestReconcilerReadsPrometheus(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	d := newFakeDispatcher(t) // only for the Deployment's health; its pods are not scraped
+	dispatcherFixture(t, ns, d.port(t))
+	prom := &fakePrometheus{values: map[string]string{}}
+	srv := httptest.NewServer(prom)
+	defer srv.Close()
+	mon := &v1alpha1.OutboxMonitor{
+		ObjectMeta: metav1.ObjectMeta{Name: "dispatcher", Namespace: ns},
+		Spec: v1alpha1.OutboxMonitorSpec{
+			Dispatcher:     v1alpha1.DispatcherTarget{DeploymentName: "dispatcher"},
+			ScrapeInterval: dur(time.Minute),
+			Prometheus:     &v1alpha1.PrometheusSource{URL: srv.URL, Selector: `namespace="` + ns + `"`},
+			Triggers:       v1alpha1.Triggers{ClaimLatency: v1alpha1.ClaimLatencyTrigger{Window: dur(time.Minute)}},
+		},
+	}
+	must(t, testClient.Create(ctx, mon))
+	clk := &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	r := &Reconciler{Client: testClient, HTTP: srv.Client(), ScrapeTimeout: 5 * time.Second, Metrics: NewMetrics(prometheus.NewRegistry()), Now: clk.Now}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mon)}
+	round := func() *v1alpha1.OutboxMonitor {
+		t.Helper()
+		_, err := r.Reconcile(ctx, req)
+		must(t, err)
+		var got v1alpha1.OutboxMonitor
+		must(t, testClient.Get(ctx, req.NamespacedName, &got))
+		clk.Advance(time.Minute)
+		return &got
+	}
+
+	// Claim latency 400 ms (above 250 ms); throughput has no series (invalid, never zero).
+	prom.set("boardreadyops_outbox_claim_duration_seconds_bucket", "0.4")
+	prom.set("boardreadyops_outbox_oldest_available_effect_age_seconds", "3")
+	round() // first round: nothing to hold over an interval yet
+	got := round()
+	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionClaimLatency)
+	if c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("claim latency condition %+v, want sustained after its 1-minute window", c)
+	}
+	if o := got.Status.Observed; o == nil || o.ClaimLatencyMilliseconds == nil || *o.ClaimLatencyMilliseconds != 400 || o.EffectsPerSecond != nil {
+		t.Fatalf("observed %+v", got.Status.Observed)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionThroughput); c == nil || c.Reason != "NoData" {
+		t.Fatalf("throughput condition %+v, want NoData", c)
+	}
+	prom.mu.Lock()
+	q := strings.Join(prom.queries, "\n")
+	prom.mu.Unlock()
+	if !strings.Contains(q, `namespace="`+ns+`"`) || !strings.Contains(q, "[2m]") {
+		t.Fatalf("queries do not carry the selector and the default rate window:\n%s", q)
+	}
+
+	// Prometheus down: reported, the fired trigger holds.
+	srv.Close()
+	got = round()
+	if len(got.Status.ScrapeErrors) == 0 || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionClaimLatency) {
+		t.Fatalf("with Prometheus down: errors %v, conditions %+v", got.Status.ScrapeErrors, got.Status.Conditions)
+	}
+}
