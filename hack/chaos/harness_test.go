@@ -13,20 +13,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/boardreadyops/cloud/hack/proctest"
 	"github.com/boardreadyops/cloud/pkg/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/pgtest"
@@ -53,112 +51,12 @@ func binaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		for _, svc := range []string{"ingest", "lifecycle", "outbox-dispatcher", "brops"} {
-			out, err := exec.Command("go", "build", "-o", filepath.Join(binDir, svc), "github.com/boardreadyops/cloud/services/"+svc).CombinedOutput()
-			if err != nil {
-				buildErr = fmt.Errorf("build %s: %v\n%s", svc, err, out)
-				return
-			}
-		}
+		buildErr = proctest.Build(binDir, "ingest", "lifecycle", "outbox-dispatcher", "brops")
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return binDir
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// lockedBuffer collects a process's output across restarts.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// service is one product process that the scenarios kill and restart.
-type service struct {
-	name, bin   string
-	env         []string
-	metricsAddr string
-	log         *lockedBuffer
-	mu          sync.Mutex
-	cmd         *exec.Cmd
-	exited      chan struct{}
-}
-
-func (s *service) start(t *testing.T) {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	cmd := exec.Command(s.bin)
-	cmd.Env = append(os.Environ(), s.env...)
-	cmd.Stdout, cmd.Stderr = s.log, s.log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", s.name, err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	s.cmd, s.exited = cmd, exited
-}
-
-// kill sends SIGKILL: no drain, no lease release, possibly mid-transaction.
-func (s *service) kill() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-exited
-}
-
-// stop sends SIGTERM and waits.
-func (s *service) stop() {
-	s.mu.Lock()
-	cmd, exited := s.cmd, s.exited
-	s.mu.Unlock()
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-	}
-}
-
-func (s *service) waitReady(t *testing.T) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + s.metricsAddr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready:\n%s", s.name, s.log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // env is one scenario's whole product: database, simulator, services, sender.
@@ -171,7 +69,7 @@ type env struct {
 	secret              []byte
 	keyFile, secretFile string
 	ingestAddr          string
-	svc                 map[string]*service
+	svc                 map[string]*proctest.Process
 
 	mu        sync.Mutex
 	acked     map[string]bool // delivery ids answered 2xx
@@ -195,7 +93,7 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	t.Helper()
 	dir := t.TempDir()
 	bin := binaries(t)
-	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, poisonOut: map[string]int{}, svc: map[string]*service{}}
+	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, poisonOut: map[string]int{}, svc: map[string]*proctest.Process{}}
 	var err error
 	if e.pool, err = pgxpool.New(context.Background(), e.dbURL); err != nil {
 		t.Fatal(err)
@@ -215,7 +113,7 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	if err := os.WriteFile(e.secretFile, e.secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.ingestAddr = freeAddr(t)
+	e.ingestAddr = proctest.FreeAddr(t)
 	e.sim = githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
 		WebhookURL: "http://" + e.ingestAddr + "/webhook", WebhookSecret: e.secret, RunDelay: 100 * time.Millisecond})
 	e.gh = httptest.NewServer(e.sim)
@@ -223,9 +121,9 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 
 	common := []string{"DATABASE_URL=" + e.dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
 	add := func(name string, extra ...string) {
-		s := &service{name: name, bin: filepath.Join(bin, name), metricsAddr: freeAddr(t), log: &lockedBuffer{}}
+		s := &proctest.Process{Name: name, Bin: filepath.Join(bin, name), MetricsAddr: proctest.FreeAddr(t)}
 		// A replica's worker identity differs by pid; its metrics address by port.
-		s.env = append(append(append([]string{}, common...), "METRICS_ADDR="+s.metricsAddr), extra...)
+		s.Env = append(append(append([]string{}, common...), "METRICS_ADDR="+s.MetricsAddr), extra...)
 		e.svc[name] = s
 	}
 	add("ingest", "LISTEN_ADDR="+e.ingestAddr, "BOARDREADYOPS_WEBHOOK_SECRET_FILE="+e.secretFile)
@@ -240,22 +138,22 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 		add("outbox-dispatcher", dispatcherEnv...)
 		name := fmt.Sprintf("outbox-dispatcher-%d", i)
 		e.svc[name] = e.svc["outbox-dispatcher"]
-		e.svc[name].name = name
+		e.svc[name].Name = name
 	}
 	add("outbox-dispatcher", dispatcherEnv...)
 	for _, s := range e.svc {
-		s.start(t)
+		s.Start(t)
 	}
 	for _, s := range e.svc {
-		s.waitReady(t)
+		s.WaitReady(t)
 	}
 	t.Cleanup(func() {
 		for _, s := range e.svc {
-			s.stop()
+			_ = s.Stop()
 		}
 		if t.Failed() {
 			for _, s := range e.svc {
-				t.Logf("%s log (tail):\n%s", s.name, tail(s.log.String(), 3000))
+				t.Logf("%s log (tail):\n%s", s.Name, tail(s.Log.String(), 3000))
 			}
 		}
 	})
@@ -273,11 +171,11 @@ func tail(s string, n int) string {
 func (e *env) restart(name string) {
 	e.t.Helper()
 	s := e.svc[name]
-	s.kill()
+	s.Kill()
 	e.mu.Lock()
 	e.crashes++
 	e.mu.Unlock()
-	s.start(e.t)
+	s.Start(e.t)
 }
 
 // killIngestMidRequest kills ingest while a delivery is in flight: the request's headers and
@@ -311,7 +209,7 @@ func (e *env) killIngestMidRequest() {
 	if code := <-done; code >= 200 && code < 300 {
 		e.t.Errorf("a request cut off by the crash was answered %d", code)
 	}
-	e.svc["ingest"].waitReady(e.t)
+	e.svc["ingest"].WaitReady(e.t)
 	// GitHub's retry of the same delivery.
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		code := e.post(id, "push", body, true)

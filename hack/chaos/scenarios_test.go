@@ -222,7 +222,7 @@ func TestPostgresRestart(t *testing.T) {
 	}
 	for name, s := range e.svc {
 		select {
-		case <-s.exited:
+		case <-s.Exited():
 			t.Errorf("%s exited during the outage; services must recover without a restart", name)
 		default:
 		}

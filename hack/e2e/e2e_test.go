@@ -12,20 +12,17 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/boardreadyops/cloud/hack/proctest"
 	"github.com/boardreadyops/cloud/pkg/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/pgtest"
@@ -35,96 +32,42 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const appID = 4242
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 // build compiles the services once per test run.
 func build(t *testing.T, dir string) {
 	t.Helper()
-	for _, svc := range []string{"ingest", "lifecycle", "outbox-dispatcher"} {
-		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, svc), "github.com/boardreadyops/cloud/services/"+svc)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", svc, err, out)
-		}
-	}
-}
-
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	log  *bytes.Buffer
-	mu   *sync.Mutex
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func start(t *testing.T, bin, name string, env []string) *proc {
-	t.Helper()
-	p := &proc{name: name, log: &bytes.Buffer{}, mu: &sync.Mutex{}}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = syncWriter{p.mu, p.log}
-	p.cmd.Stderr = syncWriter{p.mu, p.log}
-	if err := p.cmd.Start(); err != nil {
+	if err := proctest.Build(dir, "ingest", "lifecycle", "outbox-dispatcher"); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-	})
-	return p
+}
+
+// startProduct starts ingest, lifecycle and outbox-dispatcher from dir with the common
+// environment and waits until each is ready.
+func startProduct(t *testing.T, dir string, common []string, ingestAddr, secretFile, githubURL, keyFile string) []*proctest.Process {
+	t.Helper()
+	own := map[string][]string{
+		"ingest":            {"LISTEN_ADDR=" + ingestAddr, "BOARDREADYOPS_WEBHOOK_SECRET_FILE=" + secretFile},
+		"lifecycle":         nil,
+		"outbox-dispatcher": {"BOARDREADYOPS_GITHUB_API_URL=" + githubURL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=" + keyFile},
+	}
+	var procs []*proctest.Process
+	for _, name := range []string{"ingest", "lifecycle", "outbox-dispatcher"} {
+		addr := proctest.FreeAddr(t)
+		env := append(append(append([]string{}, common...), own[name]...), "METRICS_ADDR="+addr)
+		p := &proctest.Process{Name: name, Bin: filepath.Join(dir, name), Env: env, MetricsAddr: addr}
+		p.Start(t)
+		procs = append(procs, p)
+	}
+	for _, p := range procs {
+		p.WaitReady(t)
+	}
+	return procs
 }
 
 // stop sends SIGTERM and expects a clean exit.
-func (p *proc) stop(t *testing.T) {
+func stop(t *testing.T, p *proctest.Process) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- p.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("%s exited with %v:\n%s", p.name, err, p.logs())
-		}
-	case <-time.After(30 * time.Second):
-		t.Errorf("%s did not stop on SIGTERM", p.name)
-	}
-}
-
-func (p *proc) logs() string { p.mu.Lock(); defer p.mu.Unlock(); return p.log.String() }
-
-func waitReady(t *testing.T, addr string, p *proc) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if resp, err := http.Get("http://" + addr + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready:\n%s", p.name, p.logs())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := p.Stop(); err != nil {
+		t.Errorf("%s: %v:\n%s", p.Name, err, p.Log.String())
 	}
 }
 
@@ -155,7 +98,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ingestAddr := freeAddr(t)
+	ingestAddr := proctest.FreeAddr(t)
 	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
 	defer sim.Close()
@@ -163,17 +106,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 	defer gh.Close()
 
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
-	metrics := map[string]string{"ingest": freeAddr(t), "lifecycle": freeAddr(t), "outbox-dispatcher": freeAddr(t)}
-	procs := []*proc{
-		start(t, filepath.Join(dir, "ingest"), "ingest", append(common, "LISTEN_ADDR="+ingestAddr, "METRICS_ADDR="+metrics["ingest"],
-			"BOARDREADYOPS_WEBHOOK_SECRET_FILE="+secretFile)),
-		start(t, filepath.Join(dir, "lifecycle"), "lifecycle", append(common, "METRICS_ADDR="+metrics["lifecycle"])),
-		start(t, filepath.Join(dir, "outbox-dispatcher"), "outbox-dispatcher", append(common, "METRICS_ADDR="+metrics["outbox-dispatcher"],
-			"BOARDREADYOPS_GITHUB_API_URL="+gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE="+keyFile)),
-	}
-	for _, p := range procs {
-		waitReady(t, metrics[p.name], p)
-	}
+	procs := startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile)
 
 	send := func(event string, payload any) {
 		t.Helper()
@@ -218,7 +151,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 3*runs {
 		if time.Now().After(deadline) {
 			for _, p := range procs {
-				t.Logf("%s log:\n%s", p.name, p.logs())
+				t.Logf("%s log:\n%s", p.Name, p.Log.String())
 			}
 			t.Fatalf("not finished: %d succeeded runs, %d completed effects", count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`),
 				count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`))
@@ -253,7 +186,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 		t.Fatalf("%d attempts, want %d", checked, runs)
 	}
 	for _, p := range procs {
-		p.stop(t)
+		stop(t, p)
 	}
 }
 

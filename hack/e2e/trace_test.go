@@ -20,6 +20,7 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/boardreadyops/cloud/hack/proctest"
 	"github.com/boardreadyops/cloud/pkg/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/pgtest"
@@ -115,20 +116,10 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 	collector := httptest.NewServer(recv)
 	defer collector.Close()
 
-	ingestAddr := freeAddr(t)
+	ingestAddr := proctest.FreeAddr(t)
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID),
 		"OTEL_EXPORTER_OTLP_ENDPOINT=" + collector.URL, "OTEL_BSP_SCHEDULE_DELAY=100"}
-	metrics := map[string]string{"ingest": freeAddr(t), "lifecycle": freeAddr(t), "outbox-dispatcher": freeAddr(t)}
-	procs := []*proc{
-		start(t, filepath.Join(dir, "ingest"), "ingest", append(common, "LISTEN_ADDR="+ingestAddr, "METRICS_ADDR="+metrics["ingest"],
-			"BOARDREADYOPS_WEBHOOK_SECRET_FILE="+secretFile)),
-		start(t, filepath.Join(dir, "lifecycle"), "lifecycle", append(common, "METRICS_ADDR="+metrics["lifecycle"])),
-		start(t, filepath.Join(dir, "outbox-dispatcher"), "outbox-dispatcher", append(common, "METRICS_ADDR="+metrics["outbox-dispatcher"],
-			"BOARDREADYOPS_GITHUB_API_URL="+gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE="+keyFile)),
-	}
-	for _, p := range procs {
-		waitReady(t, metrics[p.name], p)
-	}
+	startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile)
 
 	body, _ := json.Marshal(map[string]any{
 		"ref": "refs/tags/v9.0.0", "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
