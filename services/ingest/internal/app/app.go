@@ -18,6 +18,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/services/ingest/internal/secrets"
 	"github.com/boardreadyops/cloud/services/ingest/internal/store"
@@ -34,6 +35,7 @@ type Config struct {
 	BodyBudgetMiB  int
 	ReadTimeout    time.Duration
 	MaxConnections int
+	GroupCommit    bool
 }
 
 func (c *Config) register(e *config.Env) {
@@ -51,6 +53,8 @@ func (c *Config) register(e *config.Env) {
 		"time a client has to send a whole request (slow clients are cut off)")
 	e.Int(&c.MaxConnections, "max-connections", "BOARDREADYOPS_INGEST_MAX_CONNECTIONS", 1024,
 		"concurrent client connections; further ones wait in the kernel's accept queue")
+	e.Bool(&c.GroupCommit, "group-commit", "BOARDREADYOPS_INGEST_GROUP_COMMIT", true,
+		"commit concurrent deliveries in one transaction (each is still answered only after it committed)")
 }
 
 func (c *Config) validate() error {
@@ -107,9 +111,21 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 
 	tp := b.Traces
 
+	st := &store.Store{DB: b.Pool}
+	groupDone := make(chan struct{})
+	quitGroup := make(chan struct{})
+	if c.GroupCommit {
+		st.Group = groupcommit.New(b.Pool, b.Logger, 64, c.StoreTimeout)
+		go func() { defer close(groupDone); st.Group.Run(quitGroup) }()
+	} else {
+		close(groupDone)
+	}
+	// After the HTTP server has drained: let the committer finish what is queued, then stop.
+	defer func() { close(quitGroup); <-groupDone }()
+
 	handler := webhook.NewHandler(webhook.Options{
 		Secrets:      sec.Secrets,
-		Store:        &store.Store{DB: b.Pool},
+		Store:        st,
 		Metrics:      webhook.NewMetrics(b.Registry),
 		Tracer:       tp.Tracer("github.com/boardreadyops/cloud/services/ingest"),
 		Logger:       b.Logger,

@@ -87,7 +87,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			return d.failed(ctx, e, err, true)
 		}
 		var next int64
-		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+		err = d.completer.Do(ctx, func(b *pgx.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunCreate(b, e.ID, d.cfg.WorkerID, id, func(n int64, err error) { next = n; report(err) })
 		})
 		if next != 0 {
@@ -102,7 +102,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+		err = d.completer.Do(ctx, func(b *pgx.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
 		})
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
@@ -125,7 +125,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		err = d.completer.do(ctx, func(b *pgx.Batch, report func(error)) {
+		err = d.completer.Do(ctx, func(b *pgx.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
 		})
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
@@ -59,7 +60,7 @@ type Dispatcher struct {
 	tracer    trace.Tracer
 	logger    *slog.Logger
 	limiter   *limiter
-	completer *completer
+	completer *groupcommit.Committer
 
 	slots chan struct{}
 	waker *notify.Waker
@@ -68,7 +69,7 @@ type Dispatcher struct {
 // New builds a dispatcher.
 func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
 	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
-		limiter: newLimiter(cfg.PerInstallation), completer: newCompleter(pool, logger, max(cfg.Concurrency, 1)), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
+		limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, logger, cfg.Concurrency, 30*time.Second), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
 }
 
 // Run delivers until ctx ends, then waits for the deliveries in flight and returns.
@@ -88,7 +89,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	var executors sync.WaitGroup
 	for i := 0; i < 2; i++ {
 		executors.Add(1)
-		go func() { defer executors.Done(); d.completer.run(quit) }()
+		go func() { defer executors.Done(); d.completer.Run(quit) }()
 	}
 	var inflight sync.WaitGroup
 	d.loop(ctx, &inflight)

@@ -1,4 +1,4 @@
-package dispatcher
+package groupcommit
 
 import (
 	"context"
@@ -15,9 +15,11 @@ import (
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
 // A batch mixing good and stale completions: it fails as a whole, and every completion is then
 // run alone, so the good ones commit and the stale one gets its own error.
-func TestCompleterBatchFallbackGivesExactOutcomes(t *testing.T) {
+func TestBatchFallbackGivesExactOutcomes(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `
@@ -31,7 +33,7 @@ func TestCompleterBatchFallbackGivesExactOutcomes(t *testing.T) {
 	if err != nil || len(effects) != 3 {
 		t.Fatalf("claim: %v %v", effects, err)
 	}
-	c := newCompleter(pool, slog.New(slog.DiscardHandler), 10)
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second)
 	// Queue all three before an executor runs, so they form one batch.
 	workers := []string{"w1", "w-stale", "w1"}
 	errs := make([]error, 3)
@@ -40,7 +42,7 @@ func TestCompleterBatchFallbackGivesExactOutcomes(t *testing.T) {
 		wg.Add(1)
 		go func(i int, e outbox.Effect) {
 			defer wg.Done()
-			errs[i] = c.do(ctx, func(b *pgx.Batch, report func(error)) {
+			errs[i] = c.Do(ctx, func(b *pgx.Batch, report func(error)) {
 				store.QueueCompleteCheckRunCreate(b, e.ID, workers[i], int64(100+i), func(_ int64, err error) { report(err) })
 			})
 		}(i, e)
@@ -50,7 +52,7 @@ func TestCompleterBatchFallbackGivesExactOutcomes(t *testing.T) {
 	}
 	quit := make(chan struct{})
 	close(quit)
-	c.run(quit)
+	c.Run(quit)
 	wg.Wait()
 	for i, err := range errs {
 		if workers[i] == "w-stale" {
