@@ -13,6 +13,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -190,7 +191,10 @@ func TestMonitoringObjectsMatchTheirSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	rule := find(t, objs, "PrometheusRule", "brops-boardreadyops")
-	groups, _, _ := unstructuredSlice(rule.u.Object, "spec", "groups")
+	groups, _, err := unstructured.NestedSlice(rule.u.Object, "spec", "groups")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if !reflect.DeepEqual(normalize(t, groups), normalize(t, rulesFile["groups"])) {
 		t.Fatal("the PrometheusRule's groups differ from rules/boardreadyops.rules.yml")
 	}
@@ -206,19 +210,6 @@ func TestMonitoringObjectsMatchTheirSources(t *testing.T) {
 	if !json.Valid([]byte(cm.Data["boardreadyops-overview.json"])) {
 		t.Fatal("dashboard is not valid JSON")
 	}
-}
-
-func unstructuredSlice(obj map[string]any, fields ...string) ([]any, bool, error) {
-	var cur any = obj
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, nil
-		}
-		cur = m[f]
-	}
-	s, ok := cur.([]any)
-	return s, ok, nil
 }
 
 // normalize round-trips through JSON so that numbers and maps compare equal.

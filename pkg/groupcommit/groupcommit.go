@@ -110,12 +110,14 @@ func (c *Committer) execute(batch []*completion) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
 	if len(batch) > 1 {
-		if err := c.inTx(ctx, batch); err == nil {
+		err := c.inTx(ctx, batch)
+		if err == nil {
 			for _, r := range batch {
 				close(r.done)
 			}
 			return
 		}
+		c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
 	}
 	// Alone: one transaction each, for exact outcomes.
 	for _, r := range batch {

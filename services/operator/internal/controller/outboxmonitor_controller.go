@@ -60,7 +60,8 @@ type Reconciler struct {
 	// HTTP scrapes the pods; its timeout is a backstop, each scrape is bounded by ScrapeTimeout.
 	HTTP          *http.Client
 	ScrapeTimeout time.Duration
-	Metrics       *Metrics
+	// Metrics is required (NewMetrics).
+	Metrics *Metrics
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
@@ -186,12 +187,11 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // workerStatus is the dispatcher Deployment's health and the selector of its pods.
 type workerStatus struct {
-	healthy          bool
-	reason, message  string
-	ready, desired   int32
-	selector         labels.Selector
-	err              string
-	deploymentExists bool
+	healthy         bool
+	reason, message string
+	ready, desired  int32
+	selector        labels.Selector
+	err             string
 }
 
 func (r *Reconciler) workers(ctx context.Context, mon *v1alpha1.OutboxMonitor) workerStatus {
@@ -206,7 +206,6 @@ func (r *Reconciler) workers(ctx context.Context, mon *v1alpha1.OutboxMonitor) w
 		ws.reason, ws.message = "DeploymentUnreadable", fmt.Sprintf("read deployment %q: %v", mon.Spec.Dispatcher.DeploymentName, err)
 		ws.err = ws.message
 	default:
-		ws.deploymentExists = true
 		ws.desired = 1
 		if dep.Spec.Replicas != nil {
 			ws.desired = *dep.Spec.Replicas

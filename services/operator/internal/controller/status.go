@@ -122,9 +122,6 @@ func (r *Reconciler) publishMetrics(key types.NamespacedName, snap *snapshot) {
 	} else {
 		r.snapshots[key] = *snap
 	}
-	if r.Metrics == nil {
-		return
-	}
 	var total snapshot
 	for _, s := range r.snapshots {
 		for i := range total.active {
