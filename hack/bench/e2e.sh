@@ -33,6 +33,7 @@ for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --dispatcher-metrics http://127.0.0.1:19293/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" --pgbench-database-url "$pgbench_db"
+pg_wal_stats
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
 pg_top_statements true
 pg_top_statements false

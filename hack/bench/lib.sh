@@ -46,6 +46,13 @@ pg_top_statements() {
 	fi
 }
 
+# pg_wal_stats: WAL written and checkpoints since the server started (full-page images show
+# whether checkpoints during the run inflated the WAL).
+pg_wal_stats() {
+	psql "$db" -Atc "SELECT format('WAL: %s records, %s full-page images, %s; checkpoints: %s timed, %s requested',
+		wal_records, wal_fpi, pg_size_pretty(wal_bytes), checkpoints_timed, checkpoints_req) FROM pg_stat_wal, pg_stat_bgwriter"
+}
+
 # wait_ready URL: until the service's /readyz answers 200.
 wait_ready() {
 	for _ in $(seq 1 100); do curl -fsS "$1" >/dev/null 2>&1 && return 0; sleep 0.1; done

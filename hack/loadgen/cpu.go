@@ -42,11 +42,10 @@ func procCPU(pid string, children bool) (float64, bool) {
 	return sum / clockTicks, true
 }
 
-// cpuSeconds reports the CPU seconds each name=pid has used so far, plus "postgres": every
-// live process named postgres and the exited backends its postmaster waited for. The benchmark
-// scripts start every process (and a fresh server) just before the load, so these are the load's
-// costs, which tell where the shared cores go.
-func cpuSeconds(spec string) map[string]float64 {
+// cpuSeconds reports the CPU seconds each name=pid has used so far, plus "postgres": the
+// postmaster, its live children and the exited backends it waited for. Other PostgreSQL servers
+// on the machine are not counted. Callers subtract a snapshot taken when the load starts.
+func cpuSeconds(spec string, postmaster int) map[string]float64 {
 	out := map[string]float64{}
 	for _, kv := range strings.Split(spec, ",") {
 		name, pid, ok := strings.Cut(kv, "=")
@@ -60,41 +59,58 @@ func cpuSeconds(spec string) map[string]float64 {
 	if v, ok := procCPU("self", false); ok {
 		out["loadgen"] = v
 	}
+	if postmaster <= 0 {
+		return out
+	}
+	pg, ok := procCPU(strconv.Itoa(postmaster), true)
+	if !ok {
+		return out
+	}
 	entries, _ := os.ReadDir("/proc")
-	pg := 0.0
 	for _, e := range entries {
 		if _, err := strconv.Atoi(e.Name()); err != nil {
 			continue
 		}
-		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
-			continue
-		}
-		// The postmaster (its parent is not postgres) also carries its exited children.
-		v, ok := procCPU(e.Name(), isPostmaster(e.Name()))
-		if ok {
-			pg += v
+		if parentPID(e.Name()) == postmaster {
+			if v, ok := procCPU(e.Name(), false); ok {
+				pg += v
+			}
 		}
 	}
-	if pg > 0 {
-		out["postgres"] = pg
+	out["postgres"] = pg
+	return out
+}
+
+// cpuSince subtracts an earlier snapshot. A backend that exited between the snapshots moves
+// from the live processes to its postmaster's children, so the total is still right.
+func cpuSince(now, then map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range now {
+		out[k] = v - then[k]
 	}
 	return out
 }
 
-func isPostmaster(pid string) bool {
+// parentPID returns the parent of pid from /proc/<pid>/stat, or -1.
+func parentPID(pid string) int {
 	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
 	if err != nil {
-		return false
+		return -1
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return -1
+	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 2 {
-		return false
+		return -1
 	}
-	comm, err := os.ReadFile(filepath.Join("/proc", f[1], "comm"))
-	return err != nil || strings.TrimSpace(string(comm)) != "postgres"
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return ppid
 }
 
 // formatCPU renders CPU seconds per process with each one's share of one core over the run.
