@@ -20,8 +20,9 @@
 -- thousands of near-miss strings).
 --
 -- The functions are IMMUTABLE (they depend only on their arguments) and receive only the
--- columns their rules read. Rules that are NULL pass, as in a CHECK constraint: `IF NOT (rule)`
--- raises only when the rule is false.
+-- columns their rules read. All rules are evaluated as one expression; only when that fails are
+-- they evaluated one by one to name the broken rule. Rules that are NULL pass, as in a CHECK
+-- constraint (`rule IS NOT FALSE`, `IF NOT (rule)`).
 --
 -- The low-traffic tables (installations, repositories, repository_release_settings,
 -- control_plane_audit) keep their plain constraints.
@@ -49,6 +50,19 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
 BEGIN
+    -- Every rule in one expression: the common case is a single evaluation.
+    IF (length(p_delivery_id) BETWEEN 1 AND 100) IS NOT FALSE
+        AND (length(p_event) BETWEEN 1 AND 64 AND p_event ~ '^[a-z_]+$') IS NOT FALSE
+        AND (length(p_action) BETWEEN 1 AND 64 AND p_action ~ '^[a-z_]+$') IS NOT FALSE
+        AND (p_installation_id > 0) IS NOT FALSE
+        AND (p_repository_id > 0) IS NOT FALSE
+        AND (jsonb_typeof(p_payload) = 'object' AND pg_column_size(p_payload) <= 1048576) IS NOT FALSE
+        AND (length(p_payload_sha256) = 32) IS NOT FALSE
+        AND (length(p_traceparent) = 55 AND substr(p_traceparent, 36, 1) = '-'
+            AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- A rule is false: name it.
     IF NOT (length(p_delivery_id) BETWEEN 1 AND 100) THEN
         RETURN public.boardreadyops_check_violation('webhook_inbox', 'webhook_inbox_delivery_id_check');
     END IF;
@@ -74,7 +88,7 @@ BEGIN
             AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') THEN
         RETURN public.boardreadyops_check_violation('webhook_inbox', 'webhook_inbox_traceparent_check');
     END IF;
-    RETURN true;
+    RETURN public.boardreadyops_check_violation('webhook_inbox', 'webhook_inbox_row_check');
 END;
 $$;
 -- +goose StatementEnd
@@ -103,6 +117,21 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
 BEGIN
+    -- Every rule in one expression: the common case is a single evaluation.
+    IF (length(p_kind) BETWEEN 1 AND 64 AND p_kind ~ '^[a-z_]+$') IS NOT FALSE
+        AND (p_status IN ('available', 'leased', 'completed', 'dead_letter')) IS NOT FALSE
+        AND (p_attempts >= 0) IS NOT FALSE
+        AND (p_max_attempts BETWEEN 1 AND 1000) IS NOT FALSE
+        AND (length(p_lease_owner) BETWEEN 1 AND 200) IS NOT FALSE
+        AND (length(p_last_error) <= 4096) IS NOT FALSE
+        AND (length(p_traceparent) = 55 AND substr(p_traceparent, 36, 1) = '-'
+            AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') IS NOT FALSE
+        AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
+            AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
+        AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- A rule is false: name it.
     IF NOT (length(p_kind) BETWEEN 1 AND 64 AND p_kind ~ '^[a-z_]+$') THEN
         RETURN public.boardreadyops_check_violation('control_plane_jobs', 'control_plane_jobs_kind_check');
     END IF;
@@ -132,7 +161,7 @@ BEGIN
     IF NOT ((p_status = 'completed') = (p_completed_at IS NOT NULL)) THEN
         RETURN public.boardreadyops_check_violation('control_plane_jobs', 'control_plane_jobs_completed_check');
     END IF;
-    RETURN true;
+    RETURN public.boardreadyops_check_violation('control_plane_jobs', 'control_plane_jobs_row_check');
 END;
 $$;
 -- +goose StatementEnd
@@ -161,6 +190,18 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
 BEGIN
+    -- Every rule in one expression: the common case is a single evaluation.
+    IF (p_ref ~ '^refs/tags/.+' AND length(p_ref) <= 512) IS NOT FALSE
+        AND (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') IS NOT FALSE
+        AND (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
+            AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) IS NOT FALSE
+        AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
+        AND (p_check_run_id > 0) IS NOT FALSE
+        AND (p_current_attempt >= 1) IS NOT FALSE
+        AND ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- A rule is false: name it.
     IF NOT (p_ref ~ '^refs/tags/.+' AND length(p_ref) <= 512) THEN
         RETURN public.boardreadyops_check_violation('release_runs', 'release_runs_ref_check');
     END IF;
@@ -183,7 +224,7 @@ BEGIN
     IF NOT ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) THEN
         RETURN public.boardreadyops_check_violation('release_runs', 'release_runs_completed_check');
     END IF;
-    RETURN true;
+    RETURN public.boardreadyops_check_violation('release_runs', 'release_runs_row_check');
 END;
 $$;
 -- +goose StatementEnd
@@ -209,6 +250,16 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
 BEGIN
+    -- Every rule in one expression: the common case is a single evaluation.
+    IF (p_number >= 1) IS NOT FALSE
+        AND (p_status IN ('pending', 'dispatching', 'running', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
+        AND (p_workflow_run_id > 0) IS NOT FALSE
+        AND (length(p_conclusion) BETWEEN 1 AND 64) IS NOT FALSE
+        AND ((p_workflow_run_id IS NULL) = (p_dispatched_at IS NULL)) IS NOT FALSE
+        AND ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- A rule is false: name it.
     IF NOT (p_number >= 1) THEN
         RETURN public.boardreadyops_check_violation('execution_attempts', 'execution_attempts_number_check');
     END IF;
@@ -227,7 +278,7 @@ BEGIN
     IF NOT ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) THEN
         RETURN public.boardreadyops_check_violation('execution_attempts', 'execution_attempts_completed_check');
     END IF;
-    RETURN true;
+    RETURN public.boardreadyops_check_violation('execution_attempts', 'execution_attempts_row_check');
 END;
 $$;
 -- +goose StatementEnd
@@ -255,6 +306,32 @@ IMMUTABLE
 PARALLEL SAFE
 AS $$
 BEGIN
+    -- Every rule in one expression: the common case is a single evaluation.
+    IF (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete')) IS NOT FALSE
+        AND (p_generation >= 0) IS NOT FALSE
+        AND (jsonb_typeof(p_payload) = 'object' AND pg_column_size(p_payload) <= 8192) IS NOT FALSE
+        AND (p_status IN ('available', 'leased', 'completed', 'dead_letter', 'reconciliation_required')) IS NOT FALSE
+        AND (p_attempts >= 0) IS NOT FALSE
+        AND (p_max_attempts BETWEEN 1 AND 1000) IS NOT FALSE
+        AND (length(p_lease_owner) BETWEEN 1 AND 200) IS NOT FALSE
+        AND (length(p_last_error) <= 4096) IS NOT FALSE
+        AND (jsonb_typeof(p_result) = 'object' AND pg_column_size(p_result) <= 4096) IS NOT FALSE
+        AND (p_installation_id > 0) IS NOT FALSE
+        AND (length(p_traceparent) = 55 AND substr(p_traceparent, 36, 1) = '-'
+            AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') IS NOT FALSE
+        AND (p_idempotency_key = p_effect_type || ':' || p_release_run_id::text
+            || coalesce(':' || p_execution_attempt_id::text, '')
+            || CASE WHEN p_generation > 0 THEN ':g' || p_generation::text ELSE '' END) IS NOT FALSE
+        AND ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) IS NOT FALSE
+        AND (p_generation = 0 OR p_effect_type = 'github.workflow.dispatch') IS NOT FALSE
+        AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
+            AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
+        AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE
+        AND (p_status <> 'reconciliation_required'
+            OR (p_effect_type = 'github.workflow.dispatch' AND p_delivery_started_at IS NOT NULL)) IS NOT FALSE THEN
+        RETURN true;
+    END IF;
+    -- A rule is false: name it.
     IF NOT (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete')) THEN
         RETURN public.boardreadyops_check_violation('control_plane_outbox', 'control_plane_outbox_effect_type_check');
     END IF;
@@ -311,7 +388,7 @@ BEGIN
             OR (p_effect_type = 'github.workflow.dispatch' AND p_delivery_started_at IS NOT NULL)) THEN
         RETURN public.boardreadyops_check_violation('control_plane_outbox', 'control_plane_outbox_reconciliation_check');
     END IF;
-    RETURN true;
+    RETURN public.boardreadyops_check_violation('control_plane_outbox', 'control_plane_outbox_row_check');
 END;
 $$;
 -- +goose StatementEnd
