@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/jobs"
@@ -375,4 +377,81 @@ func TestCompleteAll(t *testing.T) {
 	}
 	wantStatus(t, ctx, b, a, jobs.StatusCompleted)
 	wantStatus(t, ctx, b, c, jobs.StatusCompleted)
+}
+
+// TestCompleteAllFindsJobsByPrimaryKey reads the plan PostgreSQL uses for the batch completion
+// (auto_explain, generic plan as PL/pgSQL settles on) with hundreds of jobs leased: it must look
+// the ids up by primary key, not walk the partial lease index over every leased job.
+func TestCompleteAllFindsJobsByPrimaryKey(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	if _, err := b.pool.Exec(ctx, `
+		WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+			SELECT 'bulk-' || g, 'push', '{}', sha256('x'::bytea) FROM generate_series(1, 5000) g RETURNING id
+		)
+		INSERT INTO control_plane_jobs (kind, inbox_id, available_at) SELECT 'push', id, $1 FROM i`, *b.now.Load()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.pool.Exec(ctx, `ANALYZE control_plane_jobs`); err != nil { // statistics from before the leases
+		t.Fatal(err)
+	}
+	if _, err := b.store.Claim(ctx, b.pool, "others", 250, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := b.store.Claim(ctx, b.pool, "w1", 8, time.Minute)
+	if err != nil || len(mine) != 8 {
+		t.Fatalf("claim: %d %v", len(mine), err)
+	}
+	ids := make([]int64, len(mine))
+	for i, j := range mine {
+		ids[i] = j.ID
+	}
+
+	cfg, err := pgx.ParseConfig(b.pool.Config().ConnString())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var plans []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+			t.Skipf("auto_explain needs a superuser (TEST_DATABASE_URL user is not): %v", err)
+		}
+		t.Fatal(err)
+	}
+	for _, s := range []string{`SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
+		`SET auto_explain.log_level = notice`, `SET plan_cache_mode = force_generic_plan`} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.store.CompleteAll(ctx, conn, ids, "w1"); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var update string
+	for _, p := range plans {
+		if strings.Contains(p, "Update on control_plane_jobs") {
+			update = p
+		}
+	}
+	if !strings.Contains(update, "control_plane_jobs_pkey") || strings.Contains(update, "control_plane_jobs_lease_idx") {
+		t.Fatalf("batch completion plan does not look jobs up by primary key:\n%s\n(all plans: %q)", update, plans)
+	}
+	for _, id := range ids {
+		wantStatus(t, ctx, b, id, jobs.StatusCompleted)
+	}
 }
