@@ -49,8 +49,9 @@ pg_top_statements() {
 # pg_wal_stats: WAL written and checkpoints since the server started (full-page images show
 # whether checkpoints during the run inflated the WAL).
 pg_wal_stats() {
-	psql "$db" -Atc "SELECT format('WAL: %s records, %s full-page images, %s; checkpoints: %s timed, %s requested',
-		wal_records, wal_fpi, pg_size_pretty(wal_bytes), checkpoints_timed, checkpoints_req) FROM pg_stat_wal, pg_stat_bgwriter"
+	psql "$db" -Atc "SELECT format('WAL: %s records, %s full-page images, %s; checkpoints: %s timed, %s requested; %s commits, %s rollbacks',
+		wal_records, wal_fpi, pg_size_pretty(wal_bytes), checkpoints_timed, checkpoints_req, d.xact_commit, d.xact_rollback)
+		FROM pg_stat_wal, pg_stat_bgwriter, pg_stat_database d WHERE d.datname = current_database()"
 }
 
 # wait_ready URL: until the service's /readyz answers 200.

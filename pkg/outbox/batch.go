@@ -56,3 +56,10 @@ func queueVoid(b *pgx.Batch, what string, done func(error), sql string, args ...
 		return nil
 	})
 }
+
+// QueueStartDelivery queues StartDelivery: the caller may send the request only after the batch
+// committed without error for it.
+func (s *Store) QueueStartDelivery(b *pgx.Batch, id int64, worker string, done func(error)) {
+	queueVoid(b, fmt.Sprintf("start delivery of effect %d", id), done,
+		`SELECT 1 FROM boardreadyops_start_control_plane_outbox_delivery($1, $2, $3)`, id, worker, s.now())
+}

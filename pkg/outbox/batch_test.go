@@ -47,3 +47,32 @@ func TestQueuedCompletions(t *testing.T) {
 	}
 	wantStatus(t, ctx, b, dispatchID, outbox.StatusLeased)
 }
+
+func TestQueuedStartDelivery(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	claimOne(t, ctx, b, "w1", create)
+	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET delivery_started_at = NULL WHERE id = $1`, create); err != nil {
+		t.Fatal(err)
+	}
+
+	batch := &pgx.Batch{}
+	var stale, mine error
+	b.store.QueueStartDelivery(batch, create, "w-stale", func(err error) { stale = err })
+	if err := b.pool.SendBatch(ctx, batch).Close(); err == nil || !errors.Is(stale, sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("stale start: callback %v, batch %v", stale, err)
+	}
+	if e := wantStatus(t, ctx, b, create, outbox.StatusLeased); e.DeliveryStartedAt != nil {
+		t.Fatalf("refused start recorded %v", e.DeliveryStartedAt)
+	}
+
+	batch = &pgx.Batch{}
+	b.store.QueueStartDelivery(batch, create, "w1", func(err error) { mine = err })
+	if err := b.pool.SendBatch(ctx, batch).Close(); err != nil || mine != nil {
+		t.Fatalf("start: callback %v, batch %v", mine, err)
+	}
+	if e := wantStatus(t, ctx, b, create, outbox.StatusLeased); e.DeliveryStartedAt == nil {
+		t.Fatal("delivery start not recorded")
+	}
+}

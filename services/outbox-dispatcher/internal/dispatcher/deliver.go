@@ -134,9 +134,12 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		"unknown effect type "+e.EffectType), OutcomeDeadLetter))
 }
 
-// startDispatch records delivery_started_at; a refusal means the request must not be sent.
+// startDispatch records delivery_started_at, committed with whatever other starts and
+// completions are waiting; a refusal means the request must not be sent.
 func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string, bool) {
-	if _, err := d.store.StartDelivery(ctx, d.pool, e.ID, d.cfg.WorkerID); err != nil {
+	if err := d.completer.Do(ctx, func(b *pgx.Batch, report func(error)) {
+		d.store.QueueStartDelivery(b, e.ID, d.cfg.WorkerID, report)
+	}); err != nil {
 		if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
 			return OutcomeLeaseLost, false
 		}
