@@ -238,13 +238,16 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 	return failures.Load()
 }
 
+// metricsClient scrapes the dispatcher; a hung endpoint must not hang the load tool.
+var metricsClient = &http.Client{Timeout: 5 * time.Second}
+
 // completedCheckRuns is the dispatcher's sample of check-run completions delivered.
 const completedCheckRuns = `boardreadyops_outbox_effects_processed_total{effect_type="github.check_run.complete",outcome="completed"} `
 
 // scrapeCounter returns the value of the sample line starting with prefix (name and labels), or
 // -1 when the endpoint or the sample is missing.
 func scrapeCounter(url, prefix string) float64 {
-	resp, err := http.Get(url)
+	resp, err := metricsClient.Get(url)
 	if err != nil {
 		return -1
 	}
@@ -267,7 +270,7 @@ var bucketLine = regexp.MustCompile(`^boardreadyops_outbox_claim_duration_second
 // scrapeClaimQuantiles reads the dispatcher's claim latency histogram and returns the p50 and p99
 // upper bucket bounds in milliseconds.
 func scrapeClaimQuantiles(url string) (float64, float64) {
-	resp, err := http.Get(url)
+	resp, err := metricsClient.Get(url)
 	if err != nil {
 		return -1, -1
 	}
