@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"sort"
 	"strconv"
@@ -83,6 +84,9 @@ func (s *Simulator) send(ctx context.Context, client *http.Client, guid, event, 
 		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(s.opts.WebhookSecret, payload))
 		if resp, err := client.Do(req); err == nil {
 			code = resp.StatusCode
+			// Read to the end (bounded) so the connection goes back to the pool: a body closed
+			// unread makes the transport drop it.
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
 			resp.Body.Close()
 		}
 	}
