@@ -241,6 +241,13 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 // metricsClient scrapes the dispatcher; a hung endpoint must not hang the load tool.
 var metricsClient = &http.Client{Timeout: 5 * time.Second}
 
+// drainClose reads a response body to the end (bounded) and closes it, so the connection is
+// reused: a body closed unread makes the transport drop it.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<22))
+	body.Close()
+}
+
 // completedCheckRuns is the dispatcher's sample of check-run completions delivered.
 const completedCheckRuns = `boardreadyops_outbox_effects_processed_total{effect_type="github.check_run.complete",outcome="completed"} `
 
@@ -251,7 +258,7 @@ func scrapeCounter(url, prefix string) float64 {
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp.Body)
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(sc.Text(), prefix); ok {
