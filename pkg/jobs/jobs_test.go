@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/jobs"
@@ -408,48 +406,13 @@ func TestCompleteAllFindsJobsByPrimaryKey(t *testing.T) {
 		ids[i] = j.ID
 	}
 
-	cfg, err := pgx.ParseConfig(b.pool.Config().ConnString())
-	if err != nil {
+	plans := pgtest.NewPlans(t, b.pool.Config().ConnString())
+	if err := b.store.CompleteAll(ctx, plans.Conn, ids, "w1"); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
-	var plans []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-			t.Skipf("auto_explain needs a superuser (TEST_DATABASE_URL user is not): %v", err)
-		}
-		t.Fatal(err)
-	}
-	for _, s := range []string{`SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
-		`SET auto_explain.log_level = notice`, `SET plan_cache_mode = force_generic_plan`} {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.store.CompleteAll(ctx, conn, ids, "w1"); err != nil {
-		t.Fatal(err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	var update string
-	for _, p := range plans {
-		if strings.Contains(p, "Update on control_plane_jobs") {
-			update = p
-		}
-	}
+	update, all := plans.Find("Update on control_plane_jobs")
 	if !strings.Contains(update, "control_plane_jobs_pkey") || strings.Contains(update, "control_plane_jobs_lease_idx") {
-		t.Fatalf("batch completion plan does not look jobs up by primary key:\n%s\n(all plans: %q)", update, plans)
+		t.Fatalf("batch completion plan does not look jobs up by primary key:\n%s\n(all plans: %q)", update, all)
 	}
 	for _, id := range ids {
 		wantStatus(t, ctx, b, id, jobs.StatusCompleted)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
@@ -608,5 +609,41 @@ func TestConcurrentClaimersClaimEachRowOnce(t *testing.T) {
 	_ = b.pool.QueryRow(ctx, `SELECT count(*), sum(attempts) FROM control_plane_outbox WHERE status = 'leased'`).Scan(&leased, &attempts)
 	if leased != rows || attempts != rows {
 		t.Fatalf("leased %d with %d attempts, want %d each", leased, attempts, rows)
+	}
+}
+
+// TestDeadLetterInstallationUsesTheClaimIndex: dead-lettering a deleted installation's effects
+// reads the available rows through the claim index (the backlog), never the outbox's history,
+// and dead-letters exactly that installation's available effects.
+func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	// 3,000 release runs over 5 installations, each with its check-run creation effect; all but
+	// the last 30 completed, as history accumulates.
+	if _, err := b.pool.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) SELECT i, 'org-' || i, 'Organization' FROM generate_series(1, 5) i;
+		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;
+		SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+			substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 3000) g;
+		UPDATE control_plane_outbox SET status = 'completed', completed_at = now() WHERE id <= (SELECT max(id) - 30 FROM control_plane_outbox);
+		ANALYZE control_plane_outbox;`); err != nil {
+		t.Fatal(err)
+	}
+	var want int64
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE installation_id = 3 AND status = 'available'`).Scan(&want); err != nil || want == 0 {
+		t.Fatalf("installation 3 has %d available effects (%v)", want, err)
+	}
+	plans := pgtest.NewPlans(t, b.pool.Config().ConnString())
+	var got int64
+	if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_dead_letter_installation_outbox(3, 'installation deleted')`).Scan(&got); err != nil || got != want {
+		t.Fatalf("dead-lettered %d (%v), want %d", got, err, want)
+	}
+	update, all := plans.Find("Update on control_plane_outbox")
+	if !strings.Contains(update, "control_plane_outbox_claim_idx") || strings.Contains(update, "Seq Scan") {
+		t.Fatalf("installation dead-letter plan does not read the claim index:\n%s\n(all plans: %q)", update, all)
+	}
+	var left int64
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND installation_id <> 3`).Scan(&left); err != nil || left != 30-want {
+		t.Fatalf("%d other installations' effects still available (%v), want %d", left, err, 30-want)
 	}
 }
