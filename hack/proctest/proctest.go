@@ -6,7 +6,6 @@ package proctest
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,17 +14,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/boardreadyops/cloud/pkg/freeport"
 )
 
-// FreeAddr returns a loopback address with a port that was free a moment ago.
+// FreeAddr returns a loopback address for a process to listen on (package freeport: free, not
+// handed out before, outside the ephemeral port range).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 // Build compiles github.com/boardreadyops/cloud/services/<name> for each name into dir.

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/freeport"
 	"github.com/boardreadyops/cloud/pkg/pgtest"
 )
 
@@ -30,12 +30,11 @@ func (s *syncBuffer) Write(p []byte) (int, error) {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 func waitStatus(t *testing.T, url string, want int) {

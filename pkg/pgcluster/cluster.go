@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/freeport"
 )
 
 // Options configure a private cluster. The zero value is a throw-away test cluster: data in a new
@@ -90,7 +92,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return fail(err)
 	}
 	if c.port == 0 {
-		if c.port, err = freePort(); err != nil {
+		if c.port, err = freeport.Port(); err != nil {
 			return fail(err)
 		}
 	}
@@ -362,13 +364,4 @@ func serverEnv() []string {
 		}
 	}
 	return env
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

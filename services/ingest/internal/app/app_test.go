@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/boardreadyops/cloud/pkg/freeport"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/migrate"
 	"github.com/boardreadyops/cloud/pkg/pgcluster"
@@ -37,12 +38,11 @@ func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return 
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return addr
 }
 
 type ingest struct {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/envtestassets"
+	"github.com/boardreadyops/cloud/pkg/freeport"
 	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
 	"github.com/boardreadyops/cloud/services/operator/internal/controller"
 )
@@ -58,12 +58,10 @@ func runTests(m *testing.M) int {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	_ = l.Close()
 	return addr
 }
 
