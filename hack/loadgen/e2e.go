@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"regexp"
@@ -213,8 +212,7 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 					failures.Add(1)
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				drainClose(resp.Body)
 				if resp.StatusCode != http.StatusAccepted {
 					failures.Add(1)
 				}
@@ -240,13 +238,6 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 
 // metricsClient scrapes the dispatcher; a hung endpoint must not hang the load tool.
 var metricsClient = &http.Client{Timeout: 5 * time.Second}
-
-// drainClose reads a response body to the end (bounded) and closes it, so the connection is
-// reused: a body closed unread makes the transport drop it.
-func drainClose(body io.ReadCloser) {
-	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<22))
-	body.Close()
-}
 
 // completedCheckRuns is the dispatcher's sample of check-run completions delivered.
 const completedCheckRuns = `boardreadyops_outbox_effects_processed_total{effect_type="github.check_run.complete",outcome="completed"} `
@@ -281,7 +272,7 @@ func scrapeClaimQuantiles(url string) (float64, float64) {
 	if err != nil {
 		return -1, -1
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp.Body)
 	type bucket struct{ le, count float64 }
 	var bs []bucket
 	sc := bufio.NewScanner(resp.Body)

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -172,8 +171,7 @@ func loadIngest(ctx context.Context, url string, secret []byte, concurrency int,
 					failed.Add(1)
 					continue
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				drainClose(resp.Body)
 				lat = append(lat, time.Since(t0))
 				if resp.StatusCode == http.StatusAccepted {
 					accepted.Add(1)

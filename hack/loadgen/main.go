@@ -12,6 +12,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 )
 
@@ -38,4 +39,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
+}
+
+// drainClose reads a response body to the end (bounded) and closes it, so the connection is
+// reused: a body closed unread makes the transport drop it.
+func drainClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<22))
+	body.Close()
 }
