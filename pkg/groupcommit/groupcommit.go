@@ -5,10 +5,15 @@
 // in it runs again in its own transaction, so each caller gets its own exact outcome. It never
 // waits to fill a batch: a batch is what queued while the previous one ran, so an idle system pays
 // no latency for it.
+//
+// Requests of one kind can share one set-based statement (Batch.Join): the statement reports, per
+// request, done or ErrAlone — "not done here" — and a request left out runs again alone, in its own
+// transaction with its single statement, whose error is its exact outcome.
 package groupcommit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -29,7 +34,7 @@ type Committer struct {
 // completion is one caller's statement: queue adds it to a batch, reporting the statement's own
 // error through report.
 type completion struct {
-	queue func(b *pgx.Batch, report func(error))
+	queue func(b *Batch, report func(error))
 	err   error
 	done  chan struct{}
 }
@@ -44,7 +49,7 @@ func New(pool *pgxpool.Pool, logger *slog.Logger, maxBatch int, timeout time.Dur
 // Do commits one statement (with whatever others are waiting) and returns its outcome. Once
 // submitted it always waits for the outcome — ctx only bounds the submission — because a caller
 // that must know whether its statement committed (an outbox completion) cannot leave early.
-func (c *Committer) Do(ctx context.Context, queue func(b *pgx.Batch, report func(error))) error {
+func (c *Committer) Do(ctx context.Context, queue func(b *Batch, report func(error))) error {
 	req, err := c.submit(ctx, queue)
 	if err != nil {
 		return err
@@ -56,7 +61,7 @@ func (c *Committer) Do(ctx context.Context, queue func(b *pgx.Batch, report func
 // DoOrAbandon is Do for callers whose statement is idempotent: when ctx ends first it returns
 // ctx's error at once, and the statement may still commit afterwards (its report callback then
 // runs for nobody). Ingest uses it: a delivery stored after a 503 is deduplicated on GitHub's retry.
-func (c *Committer) DoOrAbandon(ctx context.Context, queue func(b *pgx.Batch, report func(error))) error {
+func (c *Committer) DoOrAbandon(ctx context.Context, queue func(b *Batch, report func(error))) error {
 	req, err := c.submit(ctx, queue)
 	if err != nil {
 		return err
@@ -69,7 +74,7 @@ func (c *Committer) DoOrAbandon(ctx context.Context, queue func(b *pgx.Batch, re
 	}
 }
 
-func (c *Committer) submit(ctx context.Context, queue func(b *pgx.Batch, report func(error))) (*completion, error) {
+func (c *Committer) submit(ctx context.Context, queue func(b *Batch, report func(error))) (*completion, error) {
 	req := &completion{queue: queue, done: make(chan struct{})}
 	select {
 	case c.reqs <- req:
@@ -106,23 +111,46 @@ func (c *Committer) Run(quit <-chan struct{}) {
 	}
 }
 
+// CommitTogether runs the given requests at once as one batch, on the caller's goroutine and
+// without Run — as Run would had they been waiting together — and returns their outcomes in order.
+func (c *Committer) CommitTogether(queues ...func(b *Batch, report func(error))) []error {
+	batch := make([]*completion, len(queues))
+	for i, q := range queues {
+		batch[i] = &completion{queue: q, done: make(chan struct{})}
+	}
+	c.execute(batch)
+	errs := make([]error, len(batch))
+	for i, r := range batch {
+		errs[i] = r.err
+	}
+	return errs
+}
+
 func (c *Committer) execute(batch []*completion) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
+	var alone []*completion
 	if len(batch) > 1 {
-		err := c.inTx(ctx, batch)
+		err := c.inTx(ctx, batch, false)
 		if err == nil {
 			for _, r := range batch {
+				if errors.Is(r.err, ErrAlone) {
+					alone = append(alone, r) // its set's statement left it out: exact outcome alone
+					continue
+				}
 				close(r.done)
 			}
-			return
+		} else {
+			c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
+			alone = batch
 		}
-		c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
+	} else {
+		alone = batch
 	}
-	// Alone: one transaction each, for exact outcomes.
-	for _, r := range batch {
+	// Alone: one transaction each, with its single statement, for exact outcomes.
+	for _, r := range alone {
 		r.err = nil
-		if err := c.inTx(ctx, []*completion{r}); err != nil && r.err == nil {
+		if err := c.inTx(ctx, []*completion{r}, true); err != nil && r.err == nil {
 			r.err = err
 		}
 		close(r.done)
@@ -130,22 +158,65 @@ func (c *Committer) execute(batch []*completion) {
 }
 
 // inTx runs the statements in one transaction; any failure rolls all of them back.
-func (c *Committer) inTx(ctx context.Context, batch []*completion) error {
+func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) error {
 	tx, err := c.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin group commit: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	b := &pgx.Batch{}
+	b := &Batch{alone: alone}
 	for _, r := range batch {
 		r.err = nil
 		r.queue(b, func(err error) { r.err = err })
 	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+	for _, set := range b.order {
+		set.Queue(&b.Batch)
+	}
+	if err := tx.SendBatch(ctx, &b.Batch).Close(); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit group: %w", err)
 	}
 	return nil
+}
+
+// ErrAlone is what a Set reports for a request its statement did not carry out (a completion
+// whose lease is gone, say): the request then runs again alone, where its single statement's
+// error says exactly why. A Set must never report it for a request whose effect it committed.
+var ErrAlone = errors.New("groupcommit: left out of its set; runs alone")
+
+// Batch is one transaction's statements being built: queue plain statements on it as on a
+// pgx.Batch, or Join a Set that turns many requests of one kind into one statement.
+type Batch struct {
+	pgx.Batch
+	alone bool
+	sets  map[string]Set
+	order []Set
+}
+
+// Set gathers the requests of one kind in a batch. Queue, called once when the batch is sent
+// (after every request was queued), adds its statement; its result callback must report every
+// member's outcome: nil when done, ErrAlone when left out, the statement's error when it failed
+// (the batch is then rolled back and every request runs alone).
+type Set interface {
+	Queue(b *pgx.Batch)
+}
+
+// Join returns the batch's set for key, made by create on its first use. ok is false when the
+// request is running alone: the caller then queues its single statement instead.
+func (b *Batch) Join(key string, create func() Set) (set Set, ok bool) {
+	if b.alone {
+		return nil, false
+	}
+	if set, ok := b.sets[key]; ok {
+		return set, true
+	}
+	if b.sets == nil {
+		b.sets = map[string]Set{}
+	}
+	set = create()
+	b.sets[key] = set
+	b.order = append(b.order, set)
+	return set, true
 }

@@ -3,71 +3,181 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/pgtest"
-	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// A batch mixing good and stale completions: it fails as a whole, and every completion is then
-// run alone, so the good ones commit and the stale one gets its own error.
-func TestBatchFallbackGivesExactOutcomes(t *testing.T) {
+// newTable makes a scratch table whose CHECK lets the tests fail single statements.
+func newTable(t *testing.T) *pgxpool.Pool {
+	t.Helper()
 	pool := pgtest.NewPool(t)
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'o', 'Organization');
-		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'o/r');
-		SELECT boardreadyops_create_release_run(1, 1, 'refs/tags/v' || g, repeat('a', 40), 'r.yml', 'BoardReadyOps release') FROM generate_series(1, 3) g`); err != nil {
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE gc (id int PRIMARY KEY, v int NOT NULL CHECK (v > 0))`); err != nil {
 		t.Fatal(err)
 	}
-	store := &outbox.Store{}
-	effects, err := store.Claim(ctx, pool, "w1", 10, time.Minute)
-	if err != nil || len(effects) != 3 {
-		t.Fatalf("claim: %v %v", effects, err)
+	return pool
+}
+
+func insert(id, v int) func(b *Batch, report func(error)) {
+	return func(b *Batch, report func(error)) {
+		b.Queue(`INSERT INTO gc (id, v) VALUES ($1, $2)`, id, v).Exec(func(_ pgconn.CommandTag) error {
+			return nil
+		})
+		report(nil)
 	}
+}
+
+func rows(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM gc`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A batch with one failing statement fails as a whole, and every statement then runs alone, so
+// the good ones commit and the failing one gets its own error.
+func TestBatchFallbackGivesExactOutcomes(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
 	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second)
-	// Queue all three before an executor runs, so they form one batch.
-	workers := []string{"w1", "w-stale", "w1"}
+	errs := c.CommitTogether(insert(1, 1), insert(2, -1), insert(3, 1))
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("good statements: %v, %v", errs[0], errs[2])
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[1], &pgErr) || pgErr.Code != "23514" {
+		t.Errorf("failing statement: %v, want its check violation", errs[1])
+	}
+	if got := rows(t, pool); got != "1,3" {
+		t.Fatalf("rows %q, want 1,3", got)
+	}
+}
+
+// Requests submitted concurrently are committed by Run, together, each with its own outcome.
+func TestRunCommitsWaitingRequests(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
-	for i, e := range effects {
+	for i, v := range []int{1, -1, 1} {
 		wg.Add(1)
-		go func(i int, e outbox.Effect) {
+		go func() {
 			defer wg.Done()
-			errs[i] = c.Do(ctx, func(b *pgx.Batch, report func(error)) {
-				store.QueueCompleteCheckRunCreate(b, e.ID, workers[i], int64(100+i), func(_ int64, err error) { report(err) })
-			})
-		}(i, e)
+			errs[i] = c.Do(context.Background(), insert(i+1, v))
+		}()
 	}
 	for len(c.reqs) < 3 {
 		time.Sleep(time.Millisecond)
 	}
 	quit := make(chan struct{})
 	close(quit)
-	c.Run(quit)
+	c.Run(quit) // drains what is waiting, then returns
 	wg.Wait()
-	for i, err := range errs {
-		if workers[i] == "w-stale" {
-			if !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
-				t.Errorf("stale completion: %v, want ErrLeaseNotHeld", err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("good completion %d: %v", i, err)
-		}
+	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
+		t.Fatalf("outcomes %v", errs)
 	}
-	var completed int
-	_ = pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.check_run.create' AND status = 'completed'`).Scan(&completed)
-	if completed != 2 {
-		t.Fatalf("%d completed, want the 2 good ones", completed)
+	if got := rows(t, pool); got != "1,3" {
+		t.Fatalf("rows %q, want 1,3", got)
+	}
+}
+
+// idsInsert is a Set: one INSERT for all its ids; an id already present is left out (ErrAlone).
+type idsInsert struct {
+	ids  []int
+	done map[int]func(error)
+}
+
+func (s *idsInsert) Queue(b *pgx.Batch) {
+	b.Queue(`INSERT INTO gc (id, v) SELECT unnest($1::int[]), 1 ON CONFLICT DO NOTHING RETURNING id`, s.ids).Query(func(rows pgx.Rows) error {
+		got := map[int]bool{}
+		for rows.Next() {
+			var id int
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			got[id] = true
+		}
+		for _, id := range s.ids {
+			if got[id] {
+				s.done[id](nil)
+			} else {
+				s.done[id](ErrAlone)
+			}
+		}
+		return rows.Err()
+	})
+}
+
+// insertVia joins the set of its batch; alone, it runs its single INSERT.
+func insertVia(statements *[]string, mu *sync.Mutex, id int) func(b *Batch, report func(error)) {
+	return func(b *Batch, report func(error)) {
+		set, ok := b.Join("gc", func() Set { return &idsInsert{done: map[int]func(error){}} })
+		mu.Lock()
+		*statements = append(*statements, fmt.Sprintf("%d:%v", id, ok))
+		mu.Unlock()
+		if ok {
+			s := set.(*idsInsert)
+			s.ids = append(s.ids, id)
+			s.done[id] = report
+			return
+		}
+		b.Queue(`INSERT INTO gc (id, v) VALUES ($1, 1)`, id).Exec(func(_ pgconn.CommandTag) error { return nil })
+		report(nil)
+	}
+}
+
+// Members of a set share one statement; the one it leaves out runs again alone, gets its own
+// exact error, and does not undo the others.
+func TestSetLeavesOutRunAlone(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
+	if _, err := pool.Exec(context.Background(), `INSERT INTO gc VALUES (2, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second)
+	var joins []string
+	var mu sync.Mutex
+	errs := c.CommitTogether(insertVia(&joins, &mu, 1), insertVia(&joins, &mu, 2), insertVia(&joins, &mu, 3))
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("members the set carried out: %v, %v", errs[0], errs[2])
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[1], &pgErr) || pgErr.Code != "23505" {
+		t.Errorf("member left out: %v, want its unique violation from the single statement", errs[1])
+	}
+	// 1, 2, 3 joined the set; 2 then ran alone with its single statement.
+	if fmt.Sprint(joins) != "[1:true 2:true 3:true 2:false]" {
+		t.Errorf("joins %v", joins)
+	}
+	if got := rows(t, pool); got != "1,2,3" {
+		t.Fatalf("rows %q, want 1,2,3", got)
+	}
+}
+
+// A request alone in its batch never joins a set.
+func TestSingleRequestRunsAlone(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second)
+	var joins []string
+	var mu sync.Mutex
+	if errs := c.CommitTogether(insertVia(&joins, &mu, 7)); errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if fmt.Sprint(joins) != "[7:false]" {
+		t.Fatalf("joins %v", joins)
 	}
 }

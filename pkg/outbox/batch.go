@@ -5,17 +5,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
-// The Queue* methods add a completion to a pgx.Batch instead of running it, so that many
-// completions share one round trip and one commit. Each reports its own outcome through done
-// (classified like the direct methods) when the batch is sent; a failing one also fails the
-// batch, whose caller then runs each completion on its own (see the dispatcher's completer).
+// The Queue* methods add a transition to a group commit (groupcommit.Batch) instead of running
+// it, so that many transitions share one round trip and one commit. Each reports its own outcome
+// through done (classified like the direct methods) when the batch is sent; a failing one also
+// fails the batch, whose committer then runs each transition on its own.
+//
+// Check-run completions and delivery starts of one worker share one set-based statement per
+// batch (boardreadyops_complete_check_run_complete_batch, ..._start_..._delivery_batch); an id
+// that statement leaves out — lease gone, wrong type — runs again alone through the single-row
+// function, whose error is its exact outcome.
 
 // QueueCompleteCheckRunCreate queues CompleteCheckRunCreate; done receives the enqueued dispatch
 // id (0 when none).
-func (s *Store) QueueCompleteCheckRunCreate(b *pgx.Batch, id int64, worker string, checkRunID int64, done func(dispatchID int64, err error)) {
+func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, worker string, checkRunID int64, done func(dispatchID int64, err error)) {
 	b.Queue(`SELECT boardreadyops_complete_check_run_create($1, $2, $3, $4)`, id, worker, checkRunID, s.now()).QueryRow(func(row pgx.Row) error {
 		var dispatchID *int64
 		if err := row.Scan(&dispatchID); err != nil {
@@ -33,22 +39,35 @@ func (s *Store) QueueCompleteCheckRunCreate(b *pgx.Batch, id int64, worker strin
 }
 
 // QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch.
-func (s *Store) QueueCompleteWorkflowDispatch(b *pgx.Batch, id int64, worker string, workflowRunID int64, done func(error)) {
-	queueVoid(b, fmt.Sprintf("complete workflow dispatch %d", id), done,
+func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, done func(error)) {
+	queueVoid(b, "complete workflow dispatch", id, done,
 		`SELECT 1 FROM boardreadyops_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
 }
 
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.
-func (s *Store) QueueCompleteCheckRunComplete(b *pgx.Batch, id int64, worker string, done func(error)) {
-	queueVoid(b, fmt.Sprintf("complete check run completion %d", id), done,
+func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, worker string, done func(error)) {
+	if s.join(b, "boardreadyops_complete_check_run_complete_batch", worker, id, done) {
+		return
+	}
+	queueVoid(b, "complete check run completion", id, done,
 		`SELECT 1 FROM boardreadyops_complete_check_run_complete($1, $2, $3)`, id, worker, s.now())
 }
 
-func queueVoid(b *pgx.Batch, what string, done func(error), sql string, args ...any) {
+// QueueStartDelivery queues StartDelivery: the caller may send the request only after the batch
+// committed without error for it.
+func (s *Store) QueueStartDelivery(b *groupcommit.Batch, id int64, worker string, done func(error)) {
+	if s.join(b, "boardreadyops_start_control_plane_outbox_delivery_batch", worker, id, done) {
+		return
+	}
+	queueVoid(b, "start delivery of effect", id, done,
+		`SELECT 1 FROM boardreadyops_start_control_plane_outbox_delivery($1, $2, $3)`, id, worker, s.now())
+}
+
+func queueVoid(b *groupcommit.Batch, what string, id int64, done func(error), sql string, args ...any) {
 	b.Queue(sql, args...).QueryRow(func(row pgx.Row) error {
 		var one int
 		if err := row.Scan(&one); err != nil {
-			err = fmt.Errorf("%s: %w", what, sqlstate.Classify(err))
+			err = fmt.Errorf("%s %d: %w", what, id, sqlstate.Classify(err))
 			done(err)
 			return err
 		}
@@ -57,9 +76,68 @@ func queueVoid(b *pgx.Batch, what string, done func(error), sql string, args ...
 	})
 }
 
-// QueueStartDelivery queues StartDelivery: the caller may send the request only after the batch
-// committed without error for it.
-func (s *Store) QueueStartDelivery(b *pgx.Batch, id int64, worker string, done func(error)) {
-	queueVoid(b, fmt.Sprintf("start delivery of effect %d", id), done,
-		`SELECT 1 FROM boardreadyops_start_control_plane_outbox_delivery($1, $2, $3)`, id, worker, s.now())
+// join adds id to the batch's set for function and worker; false when the request runs alone.
+func (s *Store) join(b *groupcommit.Batch, function, worker string, id int64, done func(error)) bool {
+	set, ok := b.Join(function+"\x00"+worker, func() groupcommit.Set {
+		return &idSet{function: function, worker: worker, now: s.now(), done: map[int64]func(error){}}
+	})
+	if !ok {
+		return false
+	}
+	set.(*idSet).add(id, done)
+	return true
+}
+
+// idSet is one set-based call, `SELECT id FROM function(ids, worker, now)`, returning the ids it
+// transitioned.
+type idSet struct {
+	function string
+	worker   string
+	now      any
+	ids      []int64
+	done     map[int64]func(error)
+}
+
+func (s *idSet) add(id int64, done func(error)) {
+	if prev, dup := s.done[id]; dup {
+		// The same effect twice in one batch cannot happen (one transition in flight per lease);
+		// if it did, the second runs alone rather than being reported done by the first's row.
+		s.done[id] = func(err error) { prev(err); done(groupcommit.ErrAlone) }
+		return
+	}
+	s.ids = append(s.ids, id)
+	s.done[id] = done
+}
+
+func (s *idSet) Queue(b *pgx.Batch) {
+	b.Queue(`SELECT id FROM `+s.function+`($1, $2, $3) AS t(id)`, s.ids, s.worker, s.now).Query(func(rows pgx.Rows) error {
+		got := make(map[int64]bool, len(s.ids))
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return s.fail(err)
+			}
+			got[id] = true
+		}
+		if err := rows.Err(); err != nil {
+			return s.fail(err)
+		}
+		for _, id := range s.ids {
+			if got[id] {
+				s.done[id](nil)
+			} else {
+				s.done[id](groupcommit.ErrAlone)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *idSet) fail(err error) error {
+	err = fmt.Errorf("%s: %w", s.function, sqlstate.Classify(err))
+	for _, id := range s.ids {
+		s.done[id](err)
+	}
+	return err
 }

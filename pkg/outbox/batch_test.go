@@ -1,78 +1,218 @@
 package outbox_test
 
 import (
+	"context"
 	"errors"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
-func TestQueuedCompletions(t *testing.T) {
-	t.Parallel()
-	ctx, b := setup(t)
-	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
-	claimOne(t, ctx, b, "w1", create)
+// batchTracer records the statements of every batch sent.
+type batchTracer struct {
+	mu      sync.Mutex
+	batches [][]string
+}
 
-	// A batch of one good completion: committed, dispatch id reported.
-	batch := &pgx.Batch{}
-	var dispatchID int64
-	var gotErr error
-	b.store.QueueCompleteCheckRunCreate(batch, create, "w1", 321, func(id int64, err error) { dispatchID, gotErr = id, err })
-	tx, err := b.pool.Begin(ctx)
+func (bt *batchTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (bt *batchTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	bt.mu.Lock()
+	bt.batches = append(bt.batches, nil)
+	bt.mu.Unlock()
+	return ctx
+}
+func (bt *batchTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	bt.mu.Lock()
+	bt.batches[len(bt.batches)-1] = append(bt.batches[len(bt.batches)-1], d.SQL)
+	bt.mu.Unlock()
+}
+func (bt *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// functions lists, batch by batch, the outbox functions the statements called.
+func (bt *batchTracer) functions() [][]string {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	var out [][]string
+	for _, b := range bt.batches {
+		var fs []string
+		for _, sql := range b {
+			i := strings.Index(sql, "boardreadyops_")
+			fs = append(fs, sql[i:i+strings.IndexByte(sql[i:], '(')])
+		}
+		out = append(out, fs)
+	}
+	return out
+}
+
+// setupCommitter is setup with a group committer whose pool records its batches.
+func setupCommitter(t *testing.T) (context.Context, *bundle, *groupcommit.Committer, *batchTracer) {
+	t.Helper()
+	ctx, b := setup(t)
+	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.SendBatch(ctx, batch).Close(); err != nil {
+	tr := &batchTracer{}
+	cfg.ConnConfig.Tracer = tr
+	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if gotErr != nil || dispatchID == 0 {
-		t.Fatalf("dispatch %d err %v", dispatchID, gotErr)
+	t.Cleanup(b.pool.Close)
+	return ctx, b, groupcommit.New(b.pool, slog.New(slog.DiscardHandler), 100, 30*time.Second), tr
+}
+
+func TestQueuedCompletions(t *testing.T) {
+	t.Parallel()
+	ctx, b, c, _ := setupCommitter(t)
+	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	claimOne(t, ctx, b, "w1", create)
+
+	// A good completion: committed, dispatch id reported.
+	var dispatchID int64
+	errs := c.CommitTogether(func(batch *groupcommit.Batch, report func(error)) {
+		b.store.QueueCompleteCheckRunCreate(batch, create, "w1", 321, func(id int64, err error) { dispatchID = id; report(err) })
+	})
+	if errs[0] != nil || dispatchID == 0 {
+		t.Fatalf("dispatch %d err %v", dispatchID, errs[0])
 	}
 	wantStatus(t, ctx, b, create, outbox.StatusCompleted)
 
-	// A stale completion in a batch reports its own classified error.
+	// A stale completion reports its own classified error.
 	claimOne(t, ctx, b, "w2", dispatchID)
-	batch = &pgx.Batch{}
-	var staleErr error
-	b.store.QueueCompleteWorkflowDispatch(batch, dispatchID, "w-stale", 9, func(err error) { staleErr = err })
-	err = b.pool.SendBatch(ctx, batch).Close()
-	if !errors.Is(staleErr, sqlstate.ErrLeaseNotHeld) || err == nil {
-		t.Fatalf("stale completion: callback %v, batch %v", staleErr, err)
+	errs = c.CommitTogether(func(batch *groupcommit.Batch, report func(error)) {
+		b.store.QueueCompleteWorkflowDispatch(batch, dispatchID, "w-stale", 9, report)
+	})
+	if !errors.Is(errs[0], sqlstate.ErrLeaseNotHeld) {
+		t.Fatalf("stale completion: %v", errs[0])
 	}
 	wantStatus(t, ctx, b, dispatchID, outbox.StatusLeased)
 }
 
-func TestQueuedStartDelivery(t *testing.T) {
+// enqueueCompletion enqueues a github.check_run.complete effect for a new release run.
+func enqueueCompletion(t *testing.T, ctx context.Context, b *bundle) int64 {
+	t.Helper()
+	r := seedRun(t, ctx, b)
+	id, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
+		EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
+		InstallationID: r.InstallationID, Payload: map[string]any{"check_run_id": 77, "conclusion": "success"},
+	})
+	if err != nil || !inserted {
+		t.Fatalf("enqueue: %d %v %v", id, inserted, err)
+	}
+	return id
+}
+
+// Check-run completions of one batch share one set-based statement; the ones it leaves out (a
+// stale worker, the wrong effect type) run alone and get their exact errors, without undoing the
+// others.
+func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	t.Parallel()
-	ctx, b := setup(t)
+	ctx, b, c, tr := setupCommitter(t)
+	var good []int64
+	for range 3 {
+		id := enqueueCompletion(t, ctx, b)
+		claimOne(t, ctx, b, "w1", id)
+		good = append(good, id)
+	}
+	theirs := enqueueCompletion(t, ctx, b)
+	claimOne(t, ctx, b, "w2", theirs)
 	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
 	claimOne(t, ctx, b, "w1", create)
-	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET delivery_started_at = NULL WHERE id = $1`, create); err != nil {
-		t.Fatal(err)
-	}
 
-	batch := &pgx.Batch{}
-	var stale, mine error
-	b.store.QueueStartDelivery(batch, create, "w-stale", func(err error) { stale = err })
-	if err := b.pool.SendBatch(ctx, batch).Close(); err == nil || !errors.Is(stale, sqlstate.ErrLeaseNotHeld) {
-		t.Fatalf("stale start: callback %v, batch %v", stale, err)
+	complete := func(id int64, worker string) func(*groupcommit.Batch, func(error)) {
+		return func(batch *groupcommit.Batch, report func(error)) {
+			b.store.QueueCompleteCheckRunComplete(batch, id, worker, report)
+		}
 	}
-	if e := wantStatus(t, ctx, b, create, outbox.StatusLeased); e.DeliveryStartedAt != nil {
-		t.Fatalf("refused start recorded %v", e.DeliveryStartedAt)
+	errs := c.CommitTogether(complete(good[0], "w1"), complete(theirs, "w1"), complete(good[1], "w1"),
+		complete(create, "w1"), complete(good[2], "w1"))
+	for _, i := range []int{0, 2, 4} {
+		if errs[i] != nil {
+			t.Errorf("completion %d: %v", i, errs[i])
+		}
 	}
+	if !errors.Is(errs[1], sqlstate.ErrLeaseNotHeld) {
+		t.Errorf("another worker's lease: %v, want ErrLeaseNotHeld", errs[1])
+	}
+	if !errors.Is(errs[3], sqlstate.ErrWrongEffectType) {
+		t.Errorf("check-run creation: %v, want ErrWrongEffectType", errs[3])
+	}
+	for _, id := range good {
+		if e := wantStatus(t, ctx, b, id, outbox.StatusCompleted); string(e.Result) != `{"check_run_id": 77}` || e.LeaseOwner != nil {
+			t.Errorf("effect %d: result %s, lease owner %v", id, e.Result, deref(e.LeaseOwner))
+		}
+	}
+	wantStatus(t, ctx, b, theirs, outbox.StatusLeased)
+	wantStatus(t, ctx, b, create, outbox.StatusLeased)
 
-	batch = &pgx.Batch{}
-	b.store.QueueStartDelivery(batch, create, "w1", func(err error) { mine = err })
-	if err := b.pool.SendBatch(ctx, batch).Close(); err != nil || mine != nil {
-		t.Fatalf("start: callback %v, batch %v", mine, err)
+	want := "[[boardreadyops_complete_check_run_complete_batch] [boardreadyops_complete_check_run_complete] [boardreadyops_complete_check_run_complete]]"
+	if got := fmtBatches(tr.functions()); got != want {
+		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
-	if e := wantStatus(t, ctx, b, create, outbox.StatusLeased); e.DeliveryStartedAt == nil {
-		t.Fatal("delivery start not recorded")
+}
+
+// Workflow-dispatch starts of one batch share one set-based statement; a stale or expired lease
+// is refused, alone, with its exact error, and records no start.
+func TestQueuedStartsShareOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx, b, c, tr := setupCommitter(t)
+	var dispatches []int64
+	for i := range 4 {
+		id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+		if i < 3 {
+			claimOne(t, ctx, b, "w1", id)
+		} else if got, err := b.store.Claim(ctx, b.pool, "w-short", 1, time.Second); err != nil || len(got) != 1 || got[0].ID != id {
+			t.Fatalf("claim by w-short: %v %v", got, err)
+		}
+		dispatches = append(dispatches, id)
 	}
+	b.clock.Advance(2 * time.Second) // w-short's lease of dispatches[3] has expired
+
+	start := func(id int64, worker string) func(*groupcommit.Batch, func(error)) {
+		return func(batch *groupcommit.Batch, report func(error)) {
+			b.store.QueueStartDelivery(batch, id, worker, report)
+		}
+	}
+	errs := c.CommitTogether(start(dispatches[0], "w1"), start(dispatches[1], "w-stale"), start(dispatches[2], "w1"),
+		start(dispatches[3], "w-short"))
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("starts: %v, %v", errs[0], errs[2])
+	}
+	if !errors.Is(errs[1], sqlstate.ErrLeaseNotHeld) || !errors.Is(errs[3], sqlstate.ErrLeaseNotHeld) {
+		t.Errorf("stale %v and expired %v starts, want ErrLeaseNotHeld", errs[1], errs[3])
+	}
+	for i, id := range dispatches {
+		e := mustGet(t, ctx, b, id)
+		if started := e.DeliveryStartedAt != nil; started != (i == 0 || i == 2) {
+			t.Errorf("dispatch %d: delivery started %v", i, deref(e.DeliveryStartedAt))
+		}
+	}
+	// One set per worker (a dispatcher has one); the two refused run alone.
+	want := "[[boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch]" +
+		" [boardreadyops_start_control_plane_outbox_delivery] [boardreadyops_start_control_plane_outbox_delivery]]"
+	if got := fmtBatches(tr.functions()); got != want {
+		t.Fatalf("batches %s\nwant    %s", got, want)
+	}
+}
+
+func fmtBatches(bs [][]string) string {
+	parts := make([]string, len(bs))
+	for i, b := range bs {
+		parts[i] = "[" + strings.Join(b, " ") + "]"
+	}
+	return "[" + strings.Join(parts, " ") + "]"
 }

@@ -50,7 +50,7 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	// The callback may run after an abandoned caller returned; it writes only to res, which the
 	// caller reads only when DoOrAbandon reported the outcome.
 	res := new(webhook.Outcome)
-	err := s.Group.DoOrAbandon(ctx, func(b *pgx.Batch, report func(error)) {
+	err := s.Group.DoOrAbandon(ctx, func(b *groupcommit.Batch, report func(error)) {
 		b.Queue(acceptSQL, args...).QueryRow(func(row pgx.Row) error {
 			out, err := scanOutcome(row)
 			*res = out

@@ -36,6 +36,9 @@ type Config struct {
 	BatchSize int
 	// Lease of a claimed effect; longer than the slowest request plus its recording.
 	Lease time.Duration
+	// ClaimFill is how long a backlogged dispatcher waits for a whole batch of free slots
+	// before claiming fewer (0: never waits).
+	ClaimFill time.Duration
 	// PollInterval is how often an idle dispatcher looks for work without a notification.
 	PollInterval time.Duration
 	// Listen enables LISTEN boardreadyops_outbox.
@@ -104,23 +107,30 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 func (d *Dispatcher) Wake() { d.waker.Wake() }
 
 // loop claims while there is room and hands each effect to its own goroutine.
+//
+// It holds one concurrency slot per effect it claims. While the queue is backlogged (the last
+// claim got all it asked for) it waits up to Config.ClaimFill for a whole batch of slots before
+// claiming, so that a busy dispatcher claims and completes in full batches instead of one small
+// transaction per freed slot; otherwise it claims for whatever is free at once.
 func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
+	backlog := false
 	for ctx.Err() == nil {
-		// Wait for at least one free slot.
-		select {
-		case d.slots <- struct{}{}:
-		case <-ctx.Done():
+		held := d.acquire(ctx, d.cfg.BatchSize, backlog)
+		if held == 0 {
 			return
 		}
-		free := 1 + (cap(d.slots) - len(d.slots))
 		wake := d.waker.C()
 		start := time.Now()
 		// Shutdown must not cancel a claim in flight: the server could commit it while the client
 		// sees a cancellation, stranding the effects until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, min(free, d.cfg.BatchSize), d.cfg.Lease)
+		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease)
 		cancel()
 		d.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		for range held - len(batch) {
+			<-d.slots
+		}
+		backlog = err == nil && len(batch) == held
 		if err == nil && len(batch) > 0 {
 			tps := make([]string, 0, len(batch))
 			for _, e := range batch {
@@ -131,17 +141,13 @@ func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
 			telemetry.ClaimSpan(d.tracer, "outbox.claim", start, time.Now(), tps)
 		}
 		if err != nil || len(batch) == 0 {
-			<-d.slots
 			if err != nil && ctx.Err() == nil {
 				d.logger.Warn("claim effects failed", "error", err)
 			}
 			sleep(ctx, d.cfg.PollInterval, wake)
 			continue
 		}
-		for i, e := range batch {
-			if i > 0 {
-				d.slots <- struct{}{} // claimed no more than the free slots: never blocks long
-			}
+		for _, e := range batch {
 			inflight.Add(1)
 			go func(e outbox.Effect) {
 				defer inflight.Done()
@@ -150,6 +156,45 @@ func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
 			}(e)
 		}
 	}
+}
+
+// acquire takes between 1 and want concurrency slots: it waits for the first; then, when fill is
+// set, up to Config.ClaimFill for the rest, else only those free now. 0 means ctx ended.
+func (d *Dispatcher) acquire(ctx context.Context, want int, fill bool) int {
+	select {
+	case d.slots <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	held := 1
+	if fill && d.cfg.ClaimFill > 0 && held < want {
+		t := time.NewTimer(d.cfg.ClaimFill)
+		defer t.Stop()
+		for held < want {
+			select {
+			case d.slots <- struct{}{}:
+				held++
+			case <-t.C:
+				return held + d.takeFree(want-held)
+			case <-ctx.Done():
+				return held
+			}
+		}
+		return held
+	}
+	return held + d.takeFree(want-held)
+}
+
+// takeFree takes up to n slots that are free now, without waiting.
+func (d *Dispatcher) takeFree(n int) int {
+	for i := 0; i < n; i++ {
+		select {
+		case d.slots <- struct{}{}:
+		default:
+			return i
+		}
+	}
+	return n
 }
 
 // handle delivers one claimed effect, or defers it when its installation is rate limited or at
