@@ -157,13 +157,11 @@ func (c *Committer) execute(batch []*completion) {
 	}
 }
 
-// inTx runs the statements in one transaction; any failure rolls all of them back.
+// inTx runs the statements in one transaction; any failure rolls all of them back. The batch is
+// one pipeline ending in one Sync, which PostgreSQL runs as one implicit transaction, committed
+// at the Sync — the whole group commit is one round trip (an explicit BEGIN and COMMIT were two
+// more).
 func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) error {
-	tx, err := c.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("begin group commit: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
 	b := &Batch{alone: alone}
 	for _, r := range batch {
 		r.err = nil
@@ -172,11 +170,8 @@ func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) e
 	for _, set := range b.order {
 		set.Queue(&b.Batch)
 	}
-	if err := tx.SendBatch(ctx, &b.Batch).Close(); err != nil {
-		return err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit group: %w", err)
+	if err := c.pool.SendBatch(ctx, &b.Batch).Close(); err != nil {
+		return fmt.Errorf("group commit: %w", err)
 	}
 	return nil
 }

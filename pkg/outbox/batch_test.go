@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -215,4 +216,35 @@ func fmtBatches(bs [][]string) string {
 		parts[i] = "[" + strings.Join(b, " ") + "]"
 	}
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// ScanEffect reads Columns by position: it must agree with scanning by name (the struct tags) for
+// a row with every column set.
+func TestScanEffectMatchesColumns(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	id := enqueueCompletion(t, ctx, b)
+	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute',
+		delivery_started_at = now() - interval '1 minute', updated_at = now() + interval '1 hour', available_at = now() - interval '1 hour',
+		attempts = 3, max_attempts = 7, last_error = 'e', traceparent = '00-0123456789abcdef0123456789abcdef-0123456789abcdef-01',
+		superseded_by = id, result = '{"check_run_id": 1}' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	query := `SELECT ` + outbox.Columns + ` FROM control_plane_outbox WHERE id = $1`
+	rows, _ := b.pool.Query(ctx, query, id)
+	byName, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[outbox.Effect])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, _ = b.pool.Query(ctx, query, id)
+	byPos, err := pgx.CollectExactlyOneRow(rows, outbox.ScanEffect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(byName, byPos) {
+		t.Fatalf("by position %+v\nby name     %+v", byPos, byName)
+	}
+	if byPos.SupersededBy == nil || byPos.LastError == nil || byPos.Traceparent == nil || byPos.ExecutionAttemptID == nil {
+		t.Fatalf("a nullable column was not read: %+v", byPos)
+	}
 }

@@ -94,9 +94,23 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		executors.Add(1)
 		go func() { defer executors.Done(); d.completer.Run(quit) }()
 	}
-	var inflight sync.WaitGroup
-	d.loop(ctx, &inflight)
-	inflight.Wait()
+	// Concurrency long-lived workers deliver what the loop claims: a goroutine per effect would
+	// grow a fresh stack for every delivery (stack copying was a tenth of the dispatcher's CPU).
+	work := make(chan outbox.Effect, d.cfg.Concurrency)
+	var workers sync.WaitGroup
+	for range d.cfg.Concurrency {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for e := range work {
+				d.handle(context.WithoutCancel(ctx), e)
+				<-d.slots
+			}
+		}()
+	}
+	d.loop(ctx, work)
+	close(work)
+	workers.Wait()
 	close(quit)
 	executors.Wait()
 	bg.Wait()
@@ -106,13 +120,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 // Wake makes an idle dispatcher look for work now.
 func (d *Dispatcher) Wake() { d.waker.Wake() }
 
-// loop claims while there is room and hands each effect to its own goroutine.
+// loop claims while there is room and hands each effect to a worker.
 //
 // It holds one concurrency slot per effect it claims. While the queue is backlogged (the last
 // claim got all it asked for) it waits up to Config.ClaimFill for a whole batch of slots before
 // claiming, so that a busy dispatcher claims and completes in full batches instead of one small
 // transaction per freed slot; otherwise it claims for whatever is free at once.
-func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
+func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 	backlog := false
 	for ctx.Err() == nil {
 		held := d.acquire(ctx, d.cfg.BatchSize, backlog)
@@ -148,12 +162,7 @@ func (d *Dispatcher) loop(ctx context.Context, inflight *sync.WaitGroup) {
 			continue
 		}
 		for _, e := range batch {
-			inflight.Add(1)
-			go func(e outbox.Effect) {
-				defer inflight.Done()
-				defer func() { <-d.slots }()
-				d.handle(context.WithoutCancel(ctx), e)
-			}(e)
+			work <- e // never blocks: it holds a slot for each, and the channel has room for all slots
 		}
 	}
 }
