@@ -34,6 +34,8 @@ func (c *Config) register(e *config.Env) {
 	e.Int(&d.Concurrency, "concurrency", "BOARDREADYOPS_DISPATCHER_CONCURRENCY", 32, "deliveries in flight at once")
 	e.Int(&d.PerInstallation, "per-installation", "BOARDREADYOPS_DISPATCHER_PER_INSTALLATION", 8, "deliveries in flight for one installation")
 	e.Int(&d.BatchSize, "batch-size", "BOARDREADYOPS_DISPATCHER_BATCH_SIZE", 32, "effects claimed at once (at most the concurrency)")
+	e.Duration(&d.ClaimFill, "claim-fill", "BOARDREADYOPS_DISPATCHER_CLAIM_FILL", 5*time.Millisecond,
+		"while backlogged, how long to wait for a whole batch of free slots before claiming fewer (0: never waits)")
 	e.Duration(&d.Lease, "lease", "BOARDREADYOPS_DISPATCHER_LEASE", time.Minute, "lease of a claimed effect; expired leases are recovered")
 	e.Duration(&d.PollInterval, "poll-interval", "BOARDREADYOPS_DISPATCHER_POLL_INTERVAL", time.Second, "idle polling interval (notifications wake sooner)")
 	e.Bool(&d.Listen, "listen", "BOARDREADYOPS_LISTEN", true, "LISTEN for new effects (disable behind transaction-pooling PgBouncer)")
@@ -58,6 +60,9 @@ func (c *Config) validate() error {
 	}
 	if d.BatchSize < 1 || d.BatchSize > 1000 {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_BATCH_SIZE %d: want 1 to 1000", d.BatchSize))
+	}
+	if d.ClaimFill < 0 || d.ClaimFill > time.Second {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_CLAIM_FILL %v: want 0 to 1s", d.ClaimFill))
 	}
 	if d.Lease < 10*time.Second || d.Lease > time.Hour {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_LEASE %v: want 10s to 1h", d.Lease))
