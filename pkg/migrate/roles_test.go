@@ -43,6 +43,8 @@ func TestServiceRolePrivileges(t *testing.T) {
 		nextAttempt  = `SELECT * FROM boardreadyops_start_next_execution_attempt(gen_random_uuid())`
 		deadInst     = `SELECT boardreadyops_dead_letter_installation_outbox(1, 'gone')`
 		deferJob     = `SELECT boardreadyops_defer_control_plane_job(1, 'w', now(), 'wait')`
+		completeSet  = `SELECT * FROM boardreadyops_complete_check_run_complete_batch('{1,2}', 'w')`
+		startSet     = `SELECT * FROM boardreadyops_start_control_plane_outbox_delivery_batch('{1,2}', 'w')`
 	)
 	tests := []struct {
 		role    string
@@ -51,18 +53,18 @@ func TestServiceRolePrivileges(t *testing.T) {
 	}{
 		{"boardreadyops_ingest",
 			[]string{accept, version},
-			[]string{nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
+			[]string{completeSet, startSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
 		{"boardreadyops_lifecycle",
 			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob},
-			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept}},
+			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, completeSet, startSet, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept}},
 		{"boardreadyops_dispatcher",
-			[]string{claimOutbox, recoverOut, outboxStats, version},
+			[]string{claimOutbox, completeSet, startSet, recoverOut, outboxStats, version},
 			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, nextAttempt, deadInst, deferJob}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
-			[]string{readOutbox, claimOutbox, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
+			[]string{readOutbox, claimOutbox, completeSet, startSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
 		{"boardreadyops_admin",
-			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, accept},
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept},
 			nil},
 	}
 	for _, tt := range tests {

@@ -28,8 +28,8 @@ AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
 BEGIN
-    IF p_ids IS NULL OR cardinality(p_ids) > 1000 THEN
-        RAISE EXCEPTION 'between 0 and 1000 outbox ids per call' USING ERRCODE = '22023';
+    IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 outbox ids per call' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
     UPDATE control_plane_outbox o
@@ -53,8 +53,8 @@ AS $$
 DECLARE
     v_now timestamptz := coalesce(p_now, now());
 BEGIN
-    IF p_ids IS NULL OR cardinality(p_ids) > 1000 THEN
-        RAISE EXCEPTION 'between 0 and 1000 outbox ids per call' USING ERRCODE = '22023';
+    IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 outbox ids per call' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
     UPDATE control_plane_outbox o
