@@ -123,7 +123,7 @@ func (d *Dispatcher) Wake() { d.waker.Wake() }
 // loop claims while there is room and hands each effect to a worker.
 //
 // It holds one concurrency slot per effect it claims. While the queue is backlogged (the last
-// claim got all it asked for) it waits up to Config.ClaimFill for a whole batch of slots before
+// claim, of at least half a batch, got all it asked for) it waits up to Config.ClaimFill for a whole batch of slots before
 // claiming, so that a busy dispatcher claims and completes in full batches instead of one small
 // transaction per freed slot; otherwise it claims for whatever is free at once.
 func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
@@ -144,7 +144,10 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 		for range held - len(batch) {
 			<-d.slots
 		}
-		backlog = err == nil && len(batch) == held
+		// Backlogged: a claim of at least half a batch got all it asked for. A small claim coming
+		// back full says little (most slots are busy with slow requests, where waiting for a whole
+		// batch would only delay the next claim).
+		backlog = err == nil && len(batch) == held && 2*held >= d.cfg.BatchSize
 		if err == nil && len(batch) > 0 {
 			tps := make([]string, 0, len(batch))
 			for _, e := range batch {
