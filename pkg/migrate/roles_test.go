@@ -45,6 +45,7 @@ func TestServiceRolePrivileges(t *testing.T) {
 		deferJob     = `SELECT boardreadyops_defer_control_plane_job(1, 'w', now(), 'wait')`
 		completeSet  = `SELECT * FROM boardreadyops_complete_check_run_complete_batch('{1,2}', 'w')`
 		startSet     = `SELECT * FROM boardreadyops_start_control_plane_outbox_delivery_batch('{1,2}', 'w')`
+		acceptSet    = `SELECT * FROM boardreadyops_accept_webhooks('{d-9}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('x'::bytea)], '{NULL}')`
 	)
 	tests := []struct {
 		role    string
@@ -52,19 +53,19 @@ func TestServiceRolePrivileges(t *testing.T) {
 		denied  []string
 	}{
 		{"boardreadyops_ingest",
-			[]string{accept, version},
+			[]string{accept, acceptSet, version},
 			[]string{completeSet, startSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep}},
 		{"boardreadyops_lifecycle",
 			[]string{readInbox, readRuns, writeRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob},
-			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, completeSet, startSet, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept}},
+			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, completeSet, startSet, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept, acceptSet}},
 		{"boardreadyops_dispatcher",
 			[]string{claimOutbox, completeSet, startSet, recoverOut, outboxStats, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, nextAttempt, deadInst, deferJob}},
+			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, acceptSet, nextAttempt, deadInst, deferJob}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
-			[]string{readOutbox, claimOutbox, completeSet, startSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
+			[]string{readOutbox, claimOutbox, completeSet, startSet, acceptSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox}},
 		{"boardreadyops_admin",
-			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept},
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept, acceptSet},
 			nil},
 	}
 	for _, tt := range tests {

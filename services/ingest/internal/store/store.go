@@ -32,8 +32,7 @@ type Store struct {
 
 // Accept stores d. A known delivery id stores nothing and reports a duplicate.
 func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
-	args := []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), d.Document,
-		d.PayloadSHA256[:], nullString(traceparent)}
+	args := acceptArgs(d, traceparent)
 	if s.Group == nil {
 		out, err := scanOutcome(s.DB.QueryRow(ctx, acceptSQL, args...))
 		if err != nil {
@@ -50,19 +49,112 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	// The callback may run after an abandoned caller returned; it writes only to res, which the
 	// caller reads only when DoOrAbandon reported the outcome.
 	res := new(webhook.Outcome)
-	err := s.Group.DoOrAbandon(ctx, func(b *groupcommit.Batch, report func(error)) {
+	err := s.Group.DoOrAbandon(ctx, queueAccept(d.ID, args, res))
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return webhook.Outcome{}, fmt.Errorf("accept delivery %s: %w", d.ID, err)
+	}
+	return *res, nil
+}
+
+// acceptArgs are acceptSQL's arguments for d.
+func acceptArgs(d webhook.Delivery, traceparent string) []any {
+	return []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), d.Document,
+		d.PayloadSHA256[:], nullString(traceparent)}
+}
+
+// queueAccept is one delivery's request to the group committer: it joins the batch's acceptSet,
+// or, alone, runs acceptSQL.
+func queueAccept(deliveryID string, args []any, res *webhook.Outcome) func(b *groupcommit.Batch, report func(error)) {
+	return func(b *groupcommit.Batch, report func(error)) {
+		if set, ok := b.Join("accept", func() groupcommit.Set { return &acceptSet{} }); ok {
+			set.(*acceptSet).add(deliveryID, args, res, report)
+			return
+		}
 		b.Queue(acceptSQL, args...).QueryRow(func(row pgx.Row) error {
 			out, err := scanOutcome(row)
 			*res = out
 			report(err)
 			return err
 		})
-	})
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		return webhook.Outcome{}, fmt.Errorf("accept delivery %s: %w", d.ID, err)
 	}
-	return *res, nil
+}
+
+// acceptSet stores the deliveries of one group commit with one boardreadyops_accept_webhooks
+// statement. The deliveries it leaves out (redeliveries) run alone through the single-row
+// function, which reports them as duplicates (groupcommit.ErrAlone).
+type acceptSet struct {
+	ids, events                 []string
+	actions, traceparents       []*string
+	installations, repositories []*int64
+	payloads, digests           [][]byte
+	members                     []acceptMember
+}
+
+type acceptMember struct {
+	deliveryID string
+	res        *webhook.Outcome
+	report     func(error)
+}
+
+// add takes the arguments of acceptSQL, in its order.
+func (a *acceptSet) add(deliveryID string, args []any, res *webhook.Outcome, report func(error)) {
+	a.ids = append(a.ids, args[0].(string))
+	a.events = append(a.events, args[1].(string))
+	a.actions = append(a.actions, args[2].(*string))
+	a.installations = append(a.installations, args[3].(*int64))
+	a.repositories = append(a.repositories, args[4].(*int64))
+	a.payloads = append(a.payloads, args[5].([]byte))
+	a.digests = append(a.digests, args[6].([]byte))
+	a.traceparents = append(a.traceparents, args[7].(*string))
+	a.members = append(a.members, acceptMember{deliveryID: deliveryID, res: res, report: report})
+}
+
+func (a *acceptSet) Queue(b *pgx.Batch) {
+	b.Queue(`SELECT delivery_id, inbox_id, job_id FROM boardreadyops_accept_webhooks($1, $2, $3, $4, $5, $6::jsonb[], $7, $8)`,
+		a.ids, a.events, a.actions, a.installations, a.repositories, a.payloadTexts(), a.digests, a.traceparents).
+		Query(func(rows pgx.Rows) error {
+			stored := make(map[string]webhook.Outcome, len(a.members))
+			for rows.Next() {
+				var id string
+				var out webhook.Outcome
+				if err := rows.Scan(&id, &out.InboxID, &out.JobID); err != nil {
+					rows.Close()
+					return a.fail(err)
+				}
+				stored[id] = out
+			}
+			if err := rows.Err(); err != nil {
+				return a.fail(err)
+			}
+			for _, m := range a.members {
+				out, ok := stored[m.deliveryID]
+				if !ok {
+					m.report(groupcommit.ErrAlone) // a redelivery: alone, it is reported as a duplicate
+					continue
+				}
+				delete(stored, m.deliveryID) // the same id twice in a batch: the second is the duplicate
+				*m.res = out
+				m.report(nil)
+			}
+			return nil
+		})
+}
+
+// payloadTexts passes the documents as text, cast to jsonb[] by the statement.
+func (a *acceptSet) payloadTexts() []string {
+	out := make([]string, len(a.payloads))
+	for i, p := range a.payloads {
+		out[i] = string(p)
+	}
+	return out
+}
+
+func (a *acceptSet) fail(err error) error {
+	for _, m := range a.members {
+		m.report(err)
+	}
+	return err
 }
 
 func scanOutcome(row pgx.Row) (webhook.Outcome, error) {
