@@ -171,7 +171,8 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 }
 
 // acquire takes between 1 and want concurrency slots: it waits for the first; then, when fill is
-// set, up to Config.ClaimFill for the rest, else only those free now. 0 means ctx ended.
+// set, up to Config.ClaimFill for the rest, else only those free now. 0 means ctx ended (and no
+// slot is held).
 func (d *Dispatcher) acquire(ctx context.Context, want int, fill bool) int {
 	select {
 	case d.slots <- struct{}{}:
@@ -189,7 +190,11 @@ func (d *Dispatcher) acquire(ctx context.Context, want int, fill bool) int {
 			case <-t.C:
 				return held + d.takeFree(want-held)
 			case <-ctx.Done():
-				return held
+				// Shutting down: claim nothing more.
+				for range held {
+					<-d.slots
+				}
+				return 0
 			}
 		}
 		return held
