@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Dispatcher benchmarks (docs/performance.md) on a fresh durable PostgreSQL: the queue machinery
-# with a no-op GitHub (30,000 check-run completions) and end to end against the GitHub simulator
-# over loopback HTTP (10,000 release runs: check-run creation + workflow dispatch each), each
-# three times, then pgbench -N -c 8 -j 2 on the same server.
+# with a no-op GitHub (30,000 check-run completions, one per release run; 256 deliveries in
+# flight) and end to end against the GitHub simulator over loopback HTTP (10,000 release runs:
+# check-run creation + workflow dispatch each; 64 in flight), each three times, then
+# pgbench -N -c 8 -j 2 on the same server.
 #
 #   hack/bench/dispatcher.sh [--count 3]
 count=3
