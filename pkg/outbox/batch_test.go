@@ -5,13 +5,10 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
@@ -19,61 +16,13 @@ import (
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
 
-// batchTracer records the statements of every batch sent.
-type batchTracer struct {
-	mu      sync.Mutex
-	batches [][]string
-}
-
-func (bt *batchTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-func (bt *batchTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-func (bt *batchTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	bt.mu.Lock()
-	bt.batches = append(bt.batches, nil)
-	bt.mu.Unlock()
-	return ctx
-}
-func (bt *batchTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	bt.mu.Lock()
-	bt.batches[len(bt.batches)-1] = append(bt.batches[len(bt.batches)-1], d.SQL)
-	bt.mu.Unlock()
-}
-func (bt *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// functions lists, batch by batch, the outbox functions the statements called.
-func (bt *batchTracer) functions() [][]string {
-	bt.mu.Lock()
-	defer bt.mu.Unlock()
-	var out [][]string
-	for _, b := range bt.batches {
-		var fs []string
-		for _, sql := range b {
-			i := strings.Index(sql, "boardreadyops_")
-			fs = append(fs, sql[i:i+strings.IndexByte(sql[i:], '(')])
-		}
-		out = append(out, fs)
-	}
-	return out
-}
-
 // setupCommitter is setup with a group committer whose pool records its batches.
-func setupCommitter(t *testing.T) (context.Context, *bundle, *groupcommit.Committer, *batchTracer) {
+func setupCommitter(t *testing.T) (context.Context, *bundle, *groupcommit.Committer, *pgtest.Batches) {
 	t.Helper()
-	ctx, b := setup(t)
-	cfg, err := pgxpool.ParseConfig(pgtest.NewURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &batchTracer{}
-	cfg.ConnConfig.Tracer = tr
-	b.pool, err = pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.pool.Close)
-	return ctx, b, groupcommit.New(b.pool, slog.New(slog.DiscardHandler), 100, 30*time.Second), tr
+	c := newClock()
+	pool, batches := pgtest.NewBatchPool(t)
+	b := &bundle{pool: pool, clock: c, store: &outbox.Store{Clock: c.Now}}
+	return context.Background(), b, groupcommit.New(pool, slog.New(slog.DiscardHandler), 100, 30*time.Second), batches
 }
 
 func TestQueuedCompletions(t *testing.T) {
@@ -161,7 +110,7 @@ func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	wantStatus(t, ctx, b, create, outbox.StatusLeased)
 
 	want := "[[boardreadyops_complete_check_run_complete_batch] [boardreadyops_complete_check_run_complete] [boardreadyops_complete_check_run_complete]]"
-	if got := fmtBatches(tr.functions()); got != want {
+	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
 }
@@ -205,17 +154,9 @@ func TestQueuedStartsShareOneStatement(t *testing.T) {
 	// One set per worker (a dispatcher has one); the two refused run alone.
 	want := "[[boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch]" +
 		" [boardreadyops_start_control_plane_outbox_delivery] [boardreadyops_start_control_plane_outbox_delivery]]"
-	if got := fmtBatches(tr.functions()); got != want {
+	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
-}
-
-func fmtBatches(bs [][]string) string {
-	parts := make([]string, len(bs))
-	for i, b := range bs {
-		parts[i] = "[" + strings.Join(b, " ") + "]"
-	}
-	return "[" + strings.Join(parts, " ") + "]"
 }
 
 // ScanEffect reads Columns by position: it must agree with scanning by name (the struct tags) for

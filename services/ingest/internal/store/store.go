@@ -32,9 +32,8 @@ type Store struct {
 
 // Accept stores d. A known delivery id stores nothing and reports a duplicate.
 func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
-	args := acceptArgs(d, traceparent)
 	if s.Group == nil {
-		out, err := scanOutcome(s.DB.QueryRow(ctx, acceptSQL, args...))
+		out, err := scanOutcome(s.DB.QueryRow(ctx, acceptSQL, acceptArgs(d, traceparent)...))
 		if err != nil {
 			return webhook.Outcome{}, fmt.Errorf("accept delivery %s: %w", d.ID, err)
 		}
@@ -49,7 +48,7 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	// The callback may run after an abandoned caller returned; it writes only to res, which the
 	// caller reads only when DoOrAbandon reported the outcome.
 	res := new(webhook.Outcome)
-	err := s.Group.DoOrAbandon(ctx, queueAccept(d.ID, args, res))
+	err := s.Group.DoOrAbandon(ctx, queueAccept(d, traceparent, res))
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return webhook.Outcome{}, fmt.Errorf("accept delivery %s: %w", d.ID, err)
@@ -65,13 +64,13 @@ func acceptArgs(d webhook.Delivery, traceparent string) []any {
 
 // queueAccept is one delivery's request to the group committer: it joins the batch's acceptSet,
 // or, alone, runs acceptSQL.
-func queueAccept(deliveryID string, args []any, res *webhook.Outcome) func(b *groupcommit.Batch, report func(error)) {
+func queueAccept(d webhook.Delivery, traceparent string, res *webhook.Outcome) func(b *groupcommit.Batch, report func(error)) {
 	return func(b *groupcommit.Batch, report func(error)) {
 		if set, ok := b.Join("accept", func() groupcommit.Set { return &acceptSet{} }); ok {
-			set.(*acceptSet).add(deliveryID, args, res, report)
+			set.(*acceptSet).add(d, traceparent, res, report)
 			return
 		}
-		b.Queue(acceptSQL, args...).QueryRow(func(row pgx.Row) error {
+		b.Queue(acceptSQL, acceptArgs(d, traceparent)...).QueryRow(func(row pgx.Row) error {
 			out, err := scanOutcome(row)
 			*res = out
 			report(err)
@@ -84,10 +83,10 @@ func queueAccept(deliveryID string, args []any, res *webhook.Outcome) func(b *gr
 // statement. The deliveries it leaves out (redeliveries) run alone through the single-row
 // function, which reports them as duplicates (groupcommit.ErrAlone).
 type acceptSet struct {
-	ids, events                 []string
+	ids, events, payloads       []string
 	actions, traceparents       []*string
 	installations, repositories []*int64
-	payloads, digests           [][]byte
+	digests                     [][]byte
 	members                     []acceptMember
 }
 
@@ -97,22 +96,22 @@ type acceptMember struct {
 	report     func(error)
 }
 
-// add takes the arguments of acceptSQL, in its order.
-func (a *acceptSet) add(deliveryID string, args []any, res *webhook.Outcome, report func(error)) {
-	a.ids = append(a.ids, args[0].(string))
-	a.events = append(a.events, args[1].(string))
-	a.actions = append(a.actions, args[2].(*string))
-	a.installations = append(a.installations, args[3].(*int64))
-	a.repositories = append(a.repositories, args[4].(*int64))
-	a.payloads = append(a.payloads, args[5].([]byte))
-	a.digests = append(a.digests, args[6].([]byte))
-	a.traceparents = append(a.traceparents, args[7].(*string))
-	a.members = append(a.members, acceptMember{deliveryID: deliveryID, res: res, report: report})
+// add appends d as one element of each of the statement's parallel arrays (acceptArgs' values).
+func (a *acceptSet) add(d webhook.Delivery, traceparent string, res *webhook.Outcome, report func(error)) {
+	a.ids = append(a.ids, d.ID)
+	a.events = append(a.events, d.Event)
+	a.actions = append(a.actions, nullString(d.Action))
+	a.installations = append(a.installations, nullInt(d.InstallationID))
+	a.repositories = append(a.repositories, nullInt(d.RepositoryID))
+	a.payloads = append(a.payloads, string(d.Document)) // as text, cast to jsonb[] by the statement
+	a.digests = append(a.digests, d.PayloadSHA256[:])
+	a.traceparents = append(a.traceparents, nullString(traceparent))
+	a.members = append(a.members, acceptMember{deliveryID: d.ID, res: res, report: report})
 }
 
 func (a *acceptSet) Queue(b *pgx.Batch) {
 	b.Queue(`SELECT delivery_id, inbox_id, job_id FROM boardreadyops_accept_webhooks($1, $2, $3, $4, $5, $6::jsonb[], $7, $8)`,
-		a.ids, a.events, a.actions, a.installations, a.repositories, a.payloadTexts(), a.digests, a.traceparents).
+		a.ids, a.events, a.actions, a.installations, a.repositories, a.payloads, a.digests, a.traceparents).
 		Query(func(rows pgx.Rows) error {
 			stored := make(map[string]webhook.Outcome, len(a.members))
 			for rows.Next() {
@@ -139,15 +138,6 @@ func (a *acceptSet) Queue(b *pgx.Batch) {
 			}
 			return nil
 		})
-}
-
-// payloadTexts passes the documents as text, cast to jsonb[] by the statement.
-func (a *acceptSet) payloadTexts() []string {
-	out := make([]string, len(a.payloads))
-	for i, p := range a.payloads {
-		out[i] = string(p)
-	}
-	return out
 }
 
 func (a *acceptSet) fail(err error) error {
