@@ -25,7 +25,7 @@ test: test-rules envtest ## Run every test against a real PostgreSQL (a private 
 
 .PHONY: chaos
 chaos: ## Fault-injection suite, full length (crashes, PostgreSQL restarts, GitHub faults, poison input), with reports
-	BOARDREADYOPS_CHAOS=full go test -count=1 -v -timeout 30m ./hack/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL)|report:|poison answers'
+	BOARDREADYOPS_CHAOS=full go test -count=1 -v -timeout 30m ./hack/test/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL)|report:|poison answers'
 
 .PHONY: envtest
 envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-apiserver that the Kubernetes tests start
@@ -37,7 +37,8 @@ test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Deb
 	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all modules
+lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all modules, no tracked file over 1 MiB
+	@hack/check-file-sizes.sh
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
 	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(TOOLS)/staticcheck ./...); done

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/boardreadyops/cloud/pkg/envtestassets"
+	"github.com/boardreadyops/cloud/pkg/testkit/envtestassets"
 )
 
 // apiServer is the envtest kube-apiserver shared by the dry-run tests.

@@ -11,7 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 func main() {

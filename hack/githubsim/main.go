@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 func main() {

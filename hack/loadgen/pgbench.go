@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 )
 
 var tpsPattern = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)

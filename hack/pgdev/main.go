@@ -18,7 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/boardreadyops/cloud/pkg/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 )
 
 func main() {

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/daemon"
-	"github.com/boardreadyops/cloud/pkg/freeport"
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 const (

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

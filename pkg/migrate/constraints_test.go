@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // TestRowChecks breaks every rule of the hot tables' row checks (migration 00009) once and

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // TestRowCheckPatterns proves that each pattern rewritten for speed in the row checks of 00009

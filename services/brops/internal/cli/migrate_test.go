@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/schema"
 	"github.com/boardreadyops/cloud/services/brops/internal/cli"
 )

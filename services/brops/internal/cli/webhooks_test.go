@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {

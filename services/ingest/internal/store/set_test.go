@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 

@@ -26,8 +26,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/boardreadyops/cloud/pkg/daemon"
-	"github.com/boardreadyops/cloud/pkg/envtestassets"
-	"github.com/boardreadyops/cloud/pkg/freeport"
+	"github.com/boardreadyops/cloud/pkg/testkit/envtestassets"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/services/operator/api/v1alpha1"
 	"github.com/boardreadyops/cloud/services/operator/internal/controller"
 )

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/boardreadyops/cloud/pkg/envtestassets"
+	"github.com/boardreadyops/cloud/pkg/testkit/envtestassets"
 )
 
 // The envtest API server shared by this package's tests (started once in TestMain).

@@ -20,10 +20,10 @@ import (
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/boardreadyops/cloud/hack/proctest"
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/hack/test/proctest"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // span is what the receiver keeps of an exported span.

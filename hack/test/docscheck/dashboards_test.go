@@ -17,7 +17,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	decl := regexp.MustCompile(`Name:\s+"(boardreadyops_[a-z0-9_]+)"`)
 	names := map[string]bool{}
-	for _, root := range []string{"../../services", "../../pkg"} {
+	for _, root := range []string{"../../../services", "../../../pkg"} {
 		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
 				return err
@@ -43,7 +43,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 // Every dashboard query parses as PromQL (promtool) and names only metrics a service exports.
 func TestDashboardQueries(t *testing.T) {
 	t.Parallel()
-	files, _ := filepath.Glob("../../charts/boardreadyops/dashboards/*.json")
+	files, _ := filepath.Glob("../../../charts/boardreadyops/dashboards/*.json")
 	if len(files) == 0 {
 		t.Fatal("no dashboards")
 	}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/boardreadyops/cloud/pkg/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 )
 
 const childEnv = "PGCLUSTER_TEST_CHILD"

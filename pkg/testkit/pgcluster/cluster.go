@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/boardreadyops/cloud/pkg/freeport"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 )
 
 // Options configure a private cluster. The zero value is a throw-away test cluster: data in a new

@@ -16,11 +16,11 @@ func anchor(heading string) string {
 
 func TestEveryRunbookLinkResolves(t *testing.T) {
 	t.Parallel()
-	rules, err := os.ReadFile("../../charts/boardreadyops/rules/boardreadyops.rules.yml")
+	rules, err := os.ReadFile("../../../charts/boardreadyops/rules/boardreadyops.rules.yml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := os.ReadFile("../../docs/operations.md")
+	ops, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}

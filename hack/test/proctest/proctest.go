@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/freeport"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 )
 
 // FreeAddr returns a loopback address for a process to listen on (package freeport: free, not

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/boardreadyops/cloud/pkg/freeport"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 )
 
 // TestAddrStaysOutOfTheEphemeralRange: addresses handed out, also concurrently, are distinct,

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/migrate"
-	"github.com/boardreadyops/cloud/pkg/pgcluster"
-	"github.com/boardreadyops/cloud/pkg/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // size is the load of one scenario: release runs and how long the pushes are spread over.
