@@ -3,7 +3,6 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"sort"
 	"testing"
@@ -15,7 +14,6 @@ import (
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
@@ -79,11 +77,11 @@ type benchResult struct {
 func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, want int) benchResult {
 	b.Helper()
 	reg := prometheus.NewRegistry()
-	d := dispatcher.New(dispatcher.Config{
+	d := newDispatcher(b, pool, dispatcher.Config{
 		WorkerID: "bench", Concurrency: inFlight, PerInstallation: inFlight, BatchSize: 64, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, Listen: false, MaxBackoff: time.Second, RecoverInterval: 5 * time.Second,
-		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release",
-	}, pool, gh, dispatcher.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("bench"), slog.New(slog.DiscardHandler))
+		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release", GitHub: gh, Metrics: dispatcher.NewMetrics(reg),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	start := time.Now()
