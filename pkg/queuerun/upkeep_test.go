@@ -6,36 +6,17 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 )
 
-// syncBuffer is a log sink safe for the task goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// testUpkeep runs one task on fake timers with a fixed random number; runs receives each run's
-// number (from 1) once the run has returned.
-func testUpkeep(t *testing.T, task Task, r float64) (*Upkeep, *fakeTimers, *syncBuffer) {
+// testUpkeep runs one task on fake timers with a fixed random number. Its logs are read once Run
+// has returned (the task goroutine that writes them has ended).
+func testUpkeep(t *testing.T, task Task, r float64) (*Upkeep, *fakeTimers, *bytes.Buffer) {
 	t.Helper()
-	var logs syncBuffer
+	var logs bytes.Buffer
 	u, err := NewUpkeep(slog.New(slog.NewTextHandler(&logs, nil)), task)
 	if err != nil {
 		t.Fatal(err)

@@ -17,15 +17,6 @@ import (
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
-// noopGitHub answers every request at once: the benchmark measures the queue machinery alone.
-type noopGitHub struct{}
-
-func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
-	return 1, true, nil
-}
-func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
-func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
-
 // seedReleases creates n release runs (each with its github.check_run.create effect) over 50
 // repositories of 5 installations.
 func seedReleases(b *testing.B, pool *pgxpool.Pool, n int) {
@@ -178,7 +169,7 @@ func BenchmarkQueueMachinery(b *testing.B) {
 		pool := pgtest.NewPool(b)
 		seedCompletions(b, pool, n)
 		b.StartTimer()
-		r := drain(b, pool, noopGitHub{}, 256, n)
+		r := drain(b, pool, dispatcher.NoopGitHub{}, 256, n)
 		b.StopTimer()
 		report(b, r)
 	}

@@ -8,13 +8,15 @@ import (
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 )
 
-type nopGitHub struct{}
+// NoopGitHub answers every request at once (exported for the package's external tests: the
+// benchmark of the queue machinery measures the dispatcher alone with it).
+type NoopGitHub struct{}
 
-func (nopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
+func (NoopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
 	return 1, true, nil
 }
-func (nopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 1, nil }
-func (nopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
+func (NoopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
+func (NoopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
@@ -23,13 +25,13 @@ func TestConfigDefaults(t *testing.T) {
 		in   Config
 		want Config // the settings only
 	}{
-		{"service defaults", Config{WorkerID: "d", GitHub: nopGitHub{}},
+		{"service defaults", Config{WorkerID: "d", GitHub: NoopGitHub{}},
 			Config{Concurrency: 32, PerInstallation: 8, BatchSize: 32, Lease: time.Minute, PollInterval: time.Second,
 				MaxBackoff: 10 * time.Minute, RecoverInterval: 15 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
-		{"small concurrency bounds the batch and the per-installation share", Config{WorkerID: "d", GitHub: nopGitHub{}, Concurrency: 4, BatchSize: 64, Lease: 20 * time.Second},
+		{"small concurrency bounds the batch and the per-installation share", Config{WorkerID: "d", GitHub: NoopGitHub{}, Concurrency: 4, BatchSize: 64, Lease: 20 * time.Second},
 			Config{Concurrency: 4, PerInstallation: 4, BatchSize: 4, Lease: 20 * time.Second, PollInterval: time.Second,
 				MaxBackoff: 10 * time.Minute, RecoverInterval: 5 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
-		{"claim fill stays zero: never waits", Config{WorkerID: "d", GitHub: nopGitHub{}, ClaimFill: 0, Lease: 2 * time.Second},
+		{"claim fill stays zero: never waits", Config{WorkerID: "d", GitHub: NoopGitHub{}, ClaimFill: 0, Lease: 2 * time.Second},
 			Config{Concurrency: 32, PerInstallation: 8, BatchSize: 32, Lease: 2 * time.Second, PollInterval: time.Second,
 				MaxBackoff: 10 * time.Minute, RecoverInterval: time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
 	}
@@ -53,7 +55,7 @@ func TestConfigDefaults(t *testing.T) {
 
 func TestConfigRejectsWhatCannotRun(t *testing.T) {
 	t.Parallel()
-	valid := Config{WorkerID: "d", GitHub: nopGitHub{}}
+	valid := Config{WorkerID: "d", GitHub: NoopGitHub{}}
 	tests := []struct {
 		name   string
 		change func(c *Config)

@@ -12,7 +12,7 @@ import (
 
 // gatedGitHub holds every check-run creation until the test lets one through.
 type gatedGitHub struct {
-	noopGitHub
+	dispatcher.NoopGitHub
 	gate chan struct{}
 }
 
