@@ -9,9 +9,13 @@
 //     expire; it is timed and recorded as one span linked to the claimed items' traces
 //     ([Claimer]);
 //   - periodic upkeep with jitter — lease recovery and queue statistics ([Task], [Upkeep],
-//     [Recovery]);
+//     [Recovery], [Stats]);
 //   - the instruments those report to ([Metrics], registered with promauto on the registry it
 //     is given, never the global one).
+//
+// [Runner] ties them together for one queue: a runner's own loop takes [Waker.Next], calls
+// [Runner.Claim] and, when idle, [Waker.Sleep], while [Runner.Background] runs LISTEN and the
+// upkeep.
 //
 // It owns no queue. The states, tables and state-machine functions of lifecycle's jobs
 // (pkg/jobs) and of the outbox (pkg/outbox) differ on purpose, and each runner
