@@ -19,7 +19,9 @@
 --      schema and call the old names. Each old name stays as a thin deprecated wrapper with the
 --      same arguments (and defaults), result, volatility and EXECUTE privileges, SECURITY INVOKER
 --      and calling the new name, so it grants nothing the caller could not already do. A later
---      release drops the wrappers.
+--      release drops the wrappers, except one: boardreadyops_replay_control_plane_outbox is the
+--      name the outbox specification gives the operator's replay of a dead-letter effect, so that
+--      wrapper is permanent (its comment says so).
 --
 -- The live definitions are in schema/current.sql (make generate).
 
@@ -112,9 +114,14 @@ BEGIN
             v_pair[1], v_fn.arguments, v_fn.result, v_fn.volatility, v_fn.parallel,
             format('SELECT * FROM public.%I(%s)', v_pair[2],
                    (SELECT string_agg('$' || i, ', ' ORDER BY i) FROM generate_series(1, v_fn.pronargs) i)));
-        EXECUTE format('COMMENT ON FUNCTION %s IS %L', v_wrapper, format(
-            'Deprecated name of %s (migration 00014), kept for the previous release''s binaries during a rolling upgrade.',
-            v_pair[2]));
+        EXECUTE format('COMMENT ON FUNCTION %s IS %L', v_wrapper, CASE
+            WHEN v_pair[1] = 'boardreadyops_replay_control_plane_outbox' THEN format(
+                'Permanent name of %s: the outbox specification names it. Not dropped with the deprecated names of migration 00014.',
+                v_pair[2])
+            ELSE format(
+                'Deprecated name of %s (migration 00014), kept for the previous release''s binaries during a rolling upgrade.',
+                v_pair[2])
+            END);
         -- Same EXECUTE privileges as the renamed function, PUBLIC included (the row rules are
         -- executable by every role that writes their tables).
         EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_wrapper);
