@@ -7,7 +7,7 @@ import (
 	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
 
-// recovery runs boardreadyops_recover_control_plane_outbox_leases periodically: a started
+// recovery runs boardreadyops_outbox_recover_leases periodically: a started
 // dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
 func (d *Dispatcher) recovery() queuerun.Recovery[outbox.Recovered] {
 	return queuerun.Recovery[outbox.Recovered]{

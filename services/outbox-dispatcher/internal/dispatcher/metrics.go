@@ -7,9 +7,9 @@ import (
 	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
 
-// Metrics are the dispatcher's instruments: the seed's aggregate queue metrics, with labels only
-// from closed sets (state, effect_type, outcome, operation, status_class) — never installation,
-// repository, delivery or payload dimensions.
+// Metrics are the dispatcher's instruments: the outbox specification's aggregate queue metrics,
+// with labels only from closed sets (state, effect_type, outcome, operation, status_class) —
+// never installation, repository, delivery or payload dimensions.
 type Metrics struct {
 	queue       *queuerun.Metrics
 	lag         *prometheus.HistogramVec
@@ -29,8 +29,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Subsystem: "outbox", Rows: "effects", Row: "effect", States: effectStates,
 		StatesHelp: "Outbox effects by state (available, leased, retrying, dead_letter, reconciliation_required), refreshed periodically.",
 		OldestHelp: "Age of the oldest effect that is due and not claimed.",
-		ClaimHelp: "Claim latency: duration of one outbox claim query (the outbox specification's broker trigger " +
-			"watches > 250 ms; docs/operator.md).",
+		ClaimHelp: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires " +
+			"when its p99 stays above 250 ms for 5 minutes (docs/operator.md).",
 		RecoveredHelp: "Expired outbox leases recovered, by the state they moved to.",
 	})
 	if err != nil {
