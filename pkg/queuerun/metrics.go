@@ -9,33 +9,42 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
+// Desc names and describes one instrument. The name is written out in full where a runner
+// declares its metrics, so that searching for a metric finds its declaration.
+type Desc struct {
+	// Name is the metric's full name ("boardreadyops_lifecycle_jobs"). Required.
+	Name string
+	// Help is its help text. Required.
+	Help string
+}
+
 // MetricsConfig names and describes the instruments every queue runner has.
 type MetricsConfig struct {
-	// Subsystem is the second part of every name: boardreadyops_<Subsystem>_... ("lifecycle",
-	// "outbox"). Required.
-	Subsystem string
-	// Rows and Row name the queue's rows in the plural and the singular ("jobs", "job"): the
-	// gauge by state is boardreadyops_<Subsystem>_<Rows>, the age gauge
-	// boardreadyops_<Subsystem>_oldest_available_<Row>_age_seconds. Required.
-	Rows, Row string
-	// States is the closed set of the state label, in the order SetStats takes the counts.
-	// Required.
-	States []string
-	// StatesHelp, OldestHelp, ClaimHelp and RecoveredHelp are the help texts of the gauge by
-	// state, the age gauge, the claim latency histogram and the recovered counter. Required.
-	StatesHelp, OldestHelp, ClaimHelp, RecoveredHelp string
+	// States is the gauge of the queue's rows by state (label "state").
+	States Desc
+	// StateValues is the closed set of the state label, in the order SetStats takes the
+	// counts. Required.
+	StateValues []string
+	// OldestAvailableAge is the gauge of the oldest due row's age in seconds.
+	OldestAvailableAge Desc
+	// ClaimDuration is the histogram of claim latency in seconds (ClaimBuckets).
+	ClaimDuration Desc
+	// Recovered is the counter of expired leases recovered (label "state").
+	Recovered Desc
 }
 
 func (c MetricsConfig) validate() error {
 	var errs []error
-	for name, v := range map[string]string{"Subsystem": c.Subsystem, "Rows": c.Rows, "Row": c.Row, "StatesHelp": c.StatesHelp,
-		"OldestHelp": c.OldestHelp, "ClaimHelp": c.ClaimHelp, "RecoveredHelp": c.RecoveredHelp} {
-		if strings.TrimSpace(v) == "" {
-			errs = append(errs, fmt.Errorf("queuerun: MetricsConfig.%s is required", name))
+	for _, d := range []struct {
+		field string
+		desc  Desc
+	}{{"States", c.States}, {"OldestAvailableAge", c.OldestAvailableAge}, {"ClaimDuration", c.ClaimDuration}, {"Recovered", c.Recovered}} {
+		if strings.TrimSpace(d.desc.Name) == "" || strings.TrimSpace(d.desc.Help) == "" {
+			errs = append(errs, fmt.Errorf("queuerun: MetricsConfig.%s needs a name and a help text", d.field))
 		}
 	}
-	if len(c.States) == 0 {
-		errs = append(errs, errors.New("queuerun: MetricsConfig.States is required"))
+	if len(c.StateValues) == 0 {
+		errs = append(errs, errors.New("queuerun: MetricsConfig.StateValues is required"))
 	}
 	return errors.Join(errs...)
 }
@@ -64,23 +73,21 @@ func NewMetrics(reg prometheus.Registerer, cfg MetricsConfig) (*Metrics, error) 
 		return nil, err
 	}
 	f := promauto.With(reg)
-	name := func(s string) string { return "boardreadyops_" + cfg.Subsystem + "_" + s }
 	return &Metrics{
-		States: f.NewGaugeVec(prometheus.GaugeOpts{Name: name(cfg.Rows), Help: cfg.StatesHelp}, []string{"state"}),
+		States: f.NewGaugeVec(prometheus.GaugeOpts{Name: cfg.States.Name, Help: cfg.States.Help}, []string{"state"}),
 		OldestAvailableAge: f.NewGauge(prometheus.GaugeOpts{
-			Name: name("oldest_available_" + cfg.Row + "_age_seconds"), Help: cfg.OldestHelp,
+			Name: cfg.OldestAvailableAge.Name, Help: cfg.OldestAvailableAge.Help,
 		}),
 		ClaimDuration: f.NewHistogram(prometheus.HistogramOpts{
-			Name: name("claim_duration_seconds"), Help: cfg.ClaimHelp, Buckets: ClaimBuckets,
+			Name: cfg.ClaimDuration.Name, Help: cfg.ClaimDuration.Help, Buckets: ClaimBuckets,
 		}),
-		Recovered: f.NewCounterVec(prometheus.CounterOpts{Name: name("leases_recovered_total"), Help: cfg.RecoveredHelp},
-			[]string{"state"}),
-		states: append([]string(nil), cfg.States...),
+		Recovered: f.NewCounterVec(prometheus.CounterOpts{Name: cfg.Recovered.Name, Help: cfg.Recovered.Help}, []string{"state"}),
+		states:    append([]string(nil), cfg.StateValues...),
 	}, nil
 }
 
 // SetStats sets the gauges from one statistics query: counts in the order of
-// MetricsConfig.States (a missing count is 0, an extra one is an error) and the oldest due row's
+// MetricsConfig.StateValues (a missing count is 0, an extra one is an error) and the oldest due row's
 // age in seconds.
 func (m *Metrics) SetStats(oldestAvailableAgeSeconds float64, counts ...int64) error {
 	if len(counts) > len(m.states) {

@@ -11,9 +11,10 @@ import (
 )
 
 var testMetricsConfig = queuerun.MetricsConfig{
-	Subsystem: "test", Rows: "items", Row: "item", States: []string{"available", "leased"},
-	StatesHelp: "Items by state.", OldestHelp: "Age of the oldest due item.", ClaimHelp: "Latency of one claim.",
-	RecoveredHelp: "Expired item leases recovered.",
+	States: queuerun.Desc{Name: "boardreadyops_test_items", Help: "Items by state."}, StateValues: []string{"available", "leased"},
+	OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_test_oldest_available_item_age_seconds", Help: "Age of the oldest due item."},
+	ClaimDuration:      queuerun.Desc{Name: "boardreadyops_test_claim_duration_seconds", Help: "Latency of one claim."},
+	Recovered:          queuerun.Desc{Name: "boardreadyops_test_leases_recovered_total", Help: "Expired item leases recovered."},
 }
 
 func testMetrics(tb testing.TB, reg prometheus.Registerer) *queuerun.Metrics {
@@ -76,10 +77,10 @@ func TestNewMetricsValidates(t *testing.T) {
 		name   string
 		change func(c *queuerun.MetricsConfig)
 	}{
-		{"no subsystem", func(c *queuerun.MetricsConfig) { c.Subsystem = "" }},
-		{"no row name", func(c *queuerun.MetricsConfig) { c.Row = "" }},
-		{"no states", func(c *queuerun.MetricsConfig) { c.States = nil }},
-		{"no claim help", func(c *queuerun.MetricsConfig) { c.ClaimHelp = " " }},
+		{"no gauge name", func(c *queuerun.MetricsConfig) { c.States.Name = "" }},
+		{"no recovered name", func(c *queuerun.MetricsConfig) { c.Recovered.Name = "" }},
+		{"no state values", func(c *queuerun.MetricsConfig) { c.StateValues = nil }},
+		{"no claim help", func(c *queuerun.MetricsConfig) { c.ClaimDuration.Help = " " }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,9 +19,12 @@ import (
 
 func runnerMetrics(tb testing.TB) *Metrics {
 	tb.Helper()
-	m, err := NewMetrics(prometheus.NewRegistry(), MetricsConfig{Subsystem: "runner_test", Rows: "jobs", Row: "job",
-		States: []string{"available", "leased", "retrying", "dead_letter"}, StatesHelp: "Jobs by state.", OldestHelp: "Oldest due job.",
-		ClaimHelp: "Claim latency.", RecoveredHelp: "Recovered leases."})
+	m, err := NewMetrics(prometheus.NewRegistry(), MetricsConfig{
+		States: Desc{Name: "boardreadyops_runner_test_jobs", Help: "Jobs by state."}, StateValues: []string{"available", "leased", "retrying", "dead_letter"},
+		OldestAvailableAge: Desc{Name: "boardreadyops_runner_test_oldest_available_job_age_seconds", Help: "Oldest due job."},
+		ClaimDuration:      Desc{Name: "boardreadyops_runner_test_claim_duration_seconds", Help: "Claim latency."},
+		Recovered:          Desc{Name: "boardreadyops_runner_test_leases_recovered_total", Help: "Recovered leases."},
+	})
 	if err != nil {
 		tb.Fatal(err)
 	}

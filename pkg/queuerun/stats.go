@@ -14,7 +14,7 @@ type Stats struct {
 	// start.
 	Interval time.Duration
 	// Read runs the query once: the age in seconds of the oldest row that is due and not
-	// claimed, and the counts by state in the order of MetricsConfig.States.
+	// claimed, and the counts by state in the order of MetricsConfig.StateValues.
 	Read func(ctx context.Context) (oldestAvailableAgeSeconds float64, counts []int64, err error)
 }
 

@@ -22,11 +22,14 @@ var jobStates = []string{"available", "leased", "retrying", "dead_letter"}
 // NewMetrics registers lifecycle's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	queue, err := queuerun.NewMetrics(reg, queuerun.MetricsConfig{
-		Subsystem: "lifecycle", Rows: "jobs", Row: "job", States: jobStates,
-		StatesHelp:    "Control-plane jobs by state (available, leased, retrying, dead_letter), refreshed periodically.",
-		OldestHelp:    "Age of the oldest job that is due and not claimed.",
-		ClaimHelp:     "Latency of one job claim query.",
-		RecoveredHelp: "Expired job leases recovered, by the state they moved to.",
+		States: queuerun.Desc{Name: "boardreadyops_lifecycle_jobs",
+			Help: "Control-plane jobs by state (available, leased, retrying, dead_letter), refreshed periodically."},
+		StateValues: jobStates,
+		OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_lifecycle_oldest_available_job_age_seconds",
+			Help: "Age of the oldest job that is due and not claimed."},
+		ClaimDuration: queuerun.Desc{Name: "boardreadyops_lifecycle_claim_duration_seconds", Help: "Latency of one job claim query."},
+		Recovered: queuerun.Desc{Name: "boardreadyops_lifecycle_leases_recovered_total",
+			Help: "Expired job leases recovered, by the state they moved to."},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed

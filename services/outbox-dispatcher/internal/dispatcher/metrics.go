@@ -26,12 +26,15 @@ var effectStates = []string{"available", "leased", "retrying", "dead_letter", "r
 // NewMetrics registers the dispatcher's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	queue, err := queuerun.NewMetrics(reg, queuerun.MetricsConfig{
-		Subsystem: "outbox", Rows: "effects", Row: "effect", States: effectStates,
-		StatesHelp: "Outbox effects by state (available, leased, retrying, dead_letter, reconciliation_required), refreshed periodically.",
-		OldestHelp: "Age of the oldest effect that is due and not claimed.",
-		ClaimHelp: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires " +
-			"when its p99 stays above 250 ms for 5 minutes (docs/operator.md).",
-		RecoveredHelp: "Expired outbox leases recovered, by the state they moved to.",
+		States: queuerun.Desc{Name: "boardreadyops_outbox_effects",
+			Help: "Outbox effects by state (available, leased, retrying, dead_letter, reconciliation_required), refreshed periodically."},
+		StateValues: effectStates,
+		OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_outbox_oldest_available_effect_age_seconds",
+			Help: "Age of the oldest effect that is due and not claimed."},
+		ClaimDuration: queuerun.Desc{Name: "boardreadyops_outbox_claim_duration_seconds",
+			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
+		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
+			Help: "Expired outbox leases recovered, by the state they moved to."},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed
