@@ -17,9 +17,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/migrate"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 	"github.com/boardreadyops/cloud/services/ingest/internal/app"
 )
@@ -57,7 +57,7 @@ func start(t *testing.T, dbURL string) *ingest {
 	dir := t.TempDir()
 	secret := []byte(fmt.Sprintf("generated-%d", time.Now().UnixNano()))
 	secretFile := filepath.Join(dir, "secrets")
-	if err := os.WriteFile(secretFile, append([]byte("retired-secret\n"), secret...), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, append([]byte("retired-generated-secret\n"), secret...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	in := &ingest{url: "http://" + freeAddr(t) + "/webhook", metrics: freeAddr(t), secret: secret, logs: &syncBuffer{}}
