@@ -69,7 +69,7 @@ func TestNoFunctionExecutableByPublic(t *testing.T) {
 		}
 	}
 
-	nobody := pgtest.NewLoginPool(t, dbURL, "")
+	nobody := pgtest.NewLoginPool(t, dbURL)
 	for _, f := range fns {
 		if f.trigger {
 			continue // a trigger function cannot be called at all
@@ -206,7 +206,12 @@ func TestNoRoleMayCreateInPublic(t *testing.T) {
 	dbURL := pgtest.NewURL(t)
 	for _, role := range []string{"boardreadyops_ingest", "boardreadyops_lifecycle", "boardreadyops_dispatcher",
 		"boardreadyops_operator", "boardreadyops_admin", "boardreadyops_redeliver", ""} {
-		login := pgtest.NewLoginPool(t, dbURL, role)
+		var login *pgxpool.Pool
+		if role == "" {
+			login = pgtest.NewLoginPool(t, dbURL)
+		} else {
+			login = pgtest.NewLoginPool(t, dbURL, role)
+		}
 		_, err := login.Exec(ctx, `CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE sql AS 'SELECT $1'`)
 		if !isDenied(err) || !strings.Contains(err.Error(), "schema public") {
 			t.Errorf("%q login created a function in public: err %v", role, err)

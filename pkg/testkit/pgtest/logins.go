@@ -14,12 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// NewLogin creates a login user that is a member of groupRole (a service's group role, e.g.
-// boardreadyops_dispatcher), exactly as docs/operations.md tells a deployment to, and returns
+// NewLogin creates a login user that is a member of groupRoles (a service's group role, e.g.
+// boardreadyops_dispatcher; none for a login that has only what PUBLIC has), exactly as docs/operations.md tells a deployment to, and returns
 // dbURL changed to connect as that user. Its session_user is the login, not the harness's
 // superuser: what it may do is what a deployed service may do. The user is dropped when the test
 // ends.
-func NewLogin(tb testing.TB, dbURL, groupRole string) string {
+func NewLogin(tb testing.TB, dbURL string, groupRoles ...string) string {
 	tb.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -30,8 +30,13 @@ func NewLogin(tb testing.TB, dbURL, groupRole string) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	stmt := fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s'", pgx.Identifier{name}.Sanitize(), password)
-	if groupRole != "" {
-		stmt += " IN ROLE " + pgx.Identifier{groupRole}.Sanitize()
+	for i, r := range groupRoles {
+		if i == 0 {
+			stmt += " IN ROLE "
+		} else {
+			stmt += ", "
+		}
+		stmt += pgx.Identifier{r}.Sanitize()
 	}
 	if err := exec(ctx, dbURL, stmt); err != nil {
 		tb.Fatalf("pgtest: create login: %v", err)
@@ -50,9 +55,9 @@ func NewLogin(tb testing.TB, dbURL, groupRole string) string {
 }
 
 // NewLoginPool is NewLogin with a pool connected as the new login.
-func NewLoginPool(tb testing.TB, dbURL, groupRole string) *pgxpool.Pool {
+func NewLoginPool(tb testing.TB, dbURL string, groupRoles ...string) *pgxpool.Pool {
 	tb.Helper()
-	pool, err := pgxpool.New(context.Background(), NewLogin(tb, dbURL, groupRole))
+	pool, err := pgxpool.New(context.Background(), NewLogin(tb, dbURL, groupRoles...))
 	if err != nil {
 		tb.Fatalf("pgtest: connect as login: %v", err)
 	}
