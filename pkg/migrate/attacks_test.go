@@ -69,12 +69,8 @@ func outboxState(t *testing.T, ctx context.Context, super *pgxpool.Pool, id int6
 func TestServicesCannotSetTheClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	dispatcher := pgtest.NewLoginPool(t, dbURL, "boardreadyops_dispatcher")
 	s := seedCheckRunCreate(t, ctx, super, 1000)
 
@@ -103,7 +99,7 @@ func TestServicesCannotSetTheClock(t *testing.T) {
 		lease_expires_at = now() - interval '1 minute' WHERE id = $1`, s.outboxID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = dispatcher.Exec(ctx, `SELECT boardreadyops_outbox_start_delivery($1, 'c', now() - interval '10 minutes')`, s.outboxID)
+	_, err := dispatcher.Exec(ctx, `SELECT boardreadyops_outbox_start_delivery($1, 'c', now() - interval '10 minutes')`, s.outboxID)
 	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "BR001" {
 		t.Fatalf("dispatcher passing a past time started a delivery on an expired lease: err %v", err)
 	}
@@ -272,12 +268,8 @@ func TestPlantedObjectsCannotHijackDefiners(t *testing.T) {
 func TestLifecycleCannotEnqueueArbitraryEffects(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
 	// The lifecycle's own installation 3000 with repository 3001 (configured: release.yml), and a
 	// victim: installation 4000, repository 4001.
@@ -363,12 +355,8 @@ func TestLifecycleCannotEnqueueArbitraryEffects(t *testing.T) {
 func TestLifecycleFinishesOnlyTheDeliverysAttempt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
 	s := seedCheckRunCreate(t, ctx, super, 5000)
 	other := seedCheckRunCreate(t, ctx, super, 6000)

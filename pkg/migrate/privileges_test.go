@@ -57,12 +57,8 @@ func functions(t *testing.T, pool *pgxpool.Pool) []function {
 func TestNoFunctionExecutableByPublic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := pgtest.NewPool(t)
+	dbURL := pool.Config().ConnString()
 	fns := functions(t, pool)
 	for _, f := range fns {
 		if f.public {
@@ -131,12 +127,8 @@ func TestOwnerRole(t *testing.T) {
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	if _, err := super.Exec(ctx, `INSERT INTO control_plane_audit (operator, action, subject_type, subject_id, reason, from_status, to_status)
 		VALUES ('alice', 'job.replay', 'job', 1, 'why', 'dead_letter', 'available')`); err != nil {
 		t.Fatal(err)
