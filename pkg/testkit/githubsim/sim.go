@@ -12,10 +12,10 @@
 package githubsim
 
 import (
-	"hash/fnv"
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"strconv"
