@@ -31,8 +31,8 @@ const (
 	sha            = "3f786850e387550fdab836ed7e6dc881de23001b"
 )
 
-// repositoryID is the id the simulator (--auto) gives the repository, which its workflow_run
-// webhooks carry.
+// repositoryID is the id the simulator gives the repository it creates on first use, so that its
+// workflow_run webhooks name the repository the demo's pushes did.
 var repositoryID = githubsim.RepositoryID(repository)
 
 func main() {

@@ -33,7 +33,7 @@ type Options struct {
 	// TokenTTL is the lifetime of installation tokens (GitHub: 1 hour).
 	TokenTTL time.Duration
 	// AutoRepositories creates any repository an installation token asks for on first use, with
-	// the release workflow (ReleaseWorkflow) dispatchable. Load runs use it; tests add repositories.
+	// the release workflow (ReleaseWorkflow) dispatchable and the id RepositoryID(full name). Load runs use it; tests add repositories.
 	AutoRepositories bool
 	// ReleaseWorkflow is the workflow file auto-created repositories have.
 	ReleaseWorkflow string
@@ -145,10 +145,10 @@ func (s *Simulator) AddRepository(installationID, repoID int64, fullName string,
 	s.repos[strings.ToLower(fullName)] = &repository{id: repoID, fullName: fullName, installationID: installationID, workflows: workflows}
 }
 
-// RepositoryID is the id an auto-created repository (Options.AutoRepositories) gets: derived from
-// its full name, so a test that sends webhooks for a repository the simulator has not seen yet
-// uses the id the simulator's own workflow_run webhooks will carry (lifecycle matches a run to its
-// attempt by run id and repository id).
+// RepositoryID is the id an auto-created repository (AutoRepositories) gets: derived from its
+// full name, case-insensitively, so that a harness sending webhooks for a repository uses the id
+// the simulator's own webhooks (workflow_run) will carry, as GitHub's do. Below 2^40, where the
+// simulator's other ids (from 2^47 up) never are.
 func RepositoryID(fullName string) int64 {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(strings.ToLower(fullName)))
