@@ -167,6 +167,7 @@ func TestSecondaryLimitIsNotRememberedUntilTheReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.sim.SetLimits(githubsim.Limits{Budget: 5000})
 	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpCreateCheckRun, Times: 1, SecondaryRateLimit: true})
 	cr := checkRun("run-1")
 	cr.FirstAttempt = true
