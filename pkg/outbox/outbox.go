@@ -132,18 +132,10 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 	return *id, true, nil
 }
 
-// Claim leases up to limit due effects to worker for lease. Each claim spends one attempt.
+// Claim leases up to limit due effects to worker for lease, unpaced (ClaimPaced). Effects of an
+// installation blocked by a rate limit are not claimed. Each claim spends one attempt.
 func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration) ([]Effect, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_claim_control_plane_outbox($1, $2, $3, $4)`,
-		worker, limit, lease, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
-	}
-	effects, err := pgx.CollectRows(rows, ScanEffect)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
-	}
-	return effects, nil
+	return s.ClaimPaced(ctx, db, worker, limit, lease, Pace{})
 }
 
 // StartDelivery durably records delivery_started_at just before the request is sent. It fails

@@ -1,0 +1,403 @@
+-- GitHub's rate limits, shared by every dispatcher replica (issue 21, docs/dispatcher.md "Rate
+-- limits and pacing"). One row per installation holds:
+--   * the block: blocked_until, set when GitHub rate-limited a request of the installation (its
+--     retry-after, its reset when no budget is left, else an exponential backoff from a minute
+--     whose level is backoff_level); every replica's claim skips a blocked installation's effects;
+--   * the pace: in_flight (deliveries claimed and not yet released, counted only until
+--     in_flight_expires_at, the lease of the claim that last raised it, so a replica that died
+--     cannot hold an installation forever) and next_allowed_at (no claim before it: the claim and
+--     the release after each delivery advance it by the mutation interval), so that one
+--     installation gets at most p_per_installation requests at once and its mutations at least
+--     the interval apart, across replicas;
+--   * the last primary budget GitHub reported (x-ratelimit-limit, -remaining, -reset), for the
+--     aggregate gauges.
+-- The row is written by the claim (when it takes one of the installation's effects) and by the
+-- functions below; nothing else. Updates touch no indexed column, so they are HOT.
+
+-- +goose Up
+CREATE TABLE github_installation_limits (
+    installation_id      bigint PRIMARY KEY CHECK (installation_id > 0),
+    blocked_until        timestamptz,
+    backoff_level        integer NOT NULL DEFAULT 0 CHECK (backoff_level BETWEEN 0 AND 20),
+    in_flight            integer NOT NULL DEFAULT 0 CHECK (in_flight >= 0),
+    in_flight_expires_at timestamptz,
+    next_allowed_at      timestamptz,
+    budget_limit         integer CHECK (budget_limit >= 0),
+    budget_remaining     integer CHECK (budget_remaining >= 0),
+    budget_reset_at      timestamptz,
+    updated_at           timestamptz NOT NULL DEFAULT now()
+) WITH (fillfactor = 70);
+
+-- Claim up to p_limit due effects for p_worker; each claim spends one attempt. Effects of an
+-- installation blocked by a rate limit are never returned (they stay where they are, no attempt
+-- spent). With p_per_installation set (the dispatcher passes it; NULL, the default, keeps the
+-- unpaced claim for callers that do not release), an installation is also skipped while it has
+-- p_per_installation deliveries in flight or its next_allowed_at is ahead; from one that is free,
+-- the claim takes as many as it has room for — one when p_mutation_interval is set, since the
+-- next one may not be sent before the interval — and counts them in flight. The installation's
+-- row is locked FOR UPDATE SKIP LOCKED, so concurrent claims never both take the same
+-- installation's last free slot: a claim finding it locked skips the installation.
+--
+-- Candidates are the oldest due effects (at most 4 × p_limit, at most 4,000) whose installation
+-- was not held back when the statement began; an installation with a long backlog yields one
+-- effect per claim and is skipped by the next claims until it is released, so it delays others
+-- by at most one claim.
+DROP FUNCTION IF EXISTS boardreadyops_outbox_claim(text, integer, interval, timestamptz);
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_outbox_claim(
+    p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL,
+    p_per_installation integer DEFAULT NULL, p_mutation_interval interval DEFAULT NULL)
+RETURNS SETOF control_plane_outbox
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now           timestamptz := coalesce(p_now, now());
+    v_ids           bigint[];
+    v_installations bigint[];
+BEGIN
+    IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'claim limit must be between 1 and 1000, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
+        RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
+    END IF;
+    IF p_per_installation IS NOT NULL AND p_per_installation NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'per-installation limit must be between 1 and 1000, got %', p_per_installation USING ERRCODE = '22023';
+    END IF;
+    IF p_mutation_interval IS NOT NULL AND (p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute') THEN
+        RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
+    END IF;
+
+    IF p_per_installation IS NULL THEN
+        RETURN QUERY
+        WITH due AS (
+            SELECT o.id FROM control_plane_outbox o
+            WHERE o.status = 'available' AND o.available_at <= v_now
+              AND NOT EXISTS (SELECT 1 FROM github_installation_limits l
+                              WHERE l.installation_id = o.installation_id AND l.blocked_until > v_now)
+            ORDER BY o.available_at, o.id
+            LIMIT p_limit
+            FOR UPDATE OF o SKIP LOCKED
+        )
+        UPDATE control_plane_outbox o
+        SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
+            attempts = o.attempts + 1, updated_at = v_now,
+            delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
+        FROM due
+        WHERE o.id = due.id
+        RETURNING o.*;
+        RETURN;
+    END IF;
+
+    SELECT array_agg(c.id ORDER BY c.available_at, c.id), array_agg(c.installation_id ORDER BY c.available_at, c.id)
+    INTO v_ids, v_installations
+    FROM (
+        SELECT o.id, o.installation_id, o.available_at FROM control_plane_outbox o
+        WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT EXISTS (
+              SELECT 1 FROM github_installation_limits l
+              WHERE l.installation_id = o.installation_id
+                AND (l.blocked_until > v_now OR l.next_allowed_at > v_now
+                     OR (l.in_flight >= p_per_installation AND l.in_flight_expires_at > v_now)))
+        ORDER BY o.available_at, o.id
+        LIMIT least(4 * p_limit, 4000)
+    ) c;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- An installation's first claim creates its row (in key order: concurrent claims creating
+    -- the same rows wait for each other instead of deadlocking).
+    INSERT INTO github_installation_limits (installation_id, updated_at)
+    SELECT DISTINCT i, v_now FROM unnest(v_installations) i
+    WHERE NOT EXISTS (SELECT 1 FROM github_installation_limits l WHERE l.installation_id = i)
+    ORDER BY i
+    ON CONFLICT (installation_id) DO NOTHING;
+
+    RETURN QUERY
+    WITH gate AS (
+        SELECT l.installation_id,
+               p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
+        FROM github_installation_limits l
+        WHERE l.installation_id = ANY (v_installations)
+          AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
+          AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
+          AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
+        FOR UPDATE SKIP LOCKED
+    ), ranked AS (
+        SELECT c.id, c.ord, g.room, row_number() OVER (PARTITION BY c.installation_id ORDER BY c.ord) AS rn
+        FROM unnest(v_ids, v_installations) WITH ORDINALITY AS c(id, installation_id, ord)
+        JOIN gate g ON g.installation_id = c.installation_id
+    ), picked AS (
+        SELECT r.id FROM ranked r
+        WHERE r.rn <= CASE WHEN p_mutation_interval > interval '0' THEN least(r.room, 1) ELSE r.room END
+        ORDER BY r.ord
+        LIMIT p_limit
+    ), chosen AS (
+        SELECT o.id, o.installation_id FROM control_plane_outbox o
+        JOIN picked p ON p.id = o.id
+        WHERE o.status = 'available' AND o.available_at <= v_now
+        FOR UPDATE OF o SKIP LOCKED
+    ), paced AS (
+        UPDATE github_installation_limits l
+        SET in_flight = CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END + n.n,
+            in_flight_expires_at = v_now + p_lease,
+            next_allowed_at = CASE WHEN p_mutation_interval > interval '0' THEN v_now + p_mutation_interval ELSE l.next_allowed_at END,
+            updated_at = v_now
+        FROM (SELECT installation_id, count(*)::integer AS n FROM chosen GROUP BY installation_id) n
+        WHERE l.installation_id = n.installation_id
+    )
+    UPDATE control_plane_outbox o
+    SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
+        attempts = o.attempts + 1, updated_at = v_now,
+        delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
+    FROM chosen
+    WHERE o.id = chosen.id
+    RETURNING o.*;
+END;
+$$;
+-- +goose StatementEnd
+
+-- Deliveries of the given installations ended (one id per delivery, repeated for several): each
+-- frees its in-flight slot, and the installation's next claim waits p_mutation_interval from
+-- now — from the end of the request, so across replicas two mutations are never closer than
+-- the interval, however long the first took or however late it was sent. Rows are locked in key
+-- order (two replicas releasing the same installations never deadlock). Returns the
+-- installations released.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_installation_limit_release_batch(
+    p_installation_ids bigint[], p_mutation_interval interval, p_now timestamptz DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+BEGIN
+    IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 installation ids per call' USING ERRCODE = '22023';
+    END IF;
+    IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
+        RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH n AS (
+        SELECT i AS installation_id, count(*)::integer AS n FROM unnest(p_installation_ids) i GROUP BY i
+    ), locked AS (
+        SELECT l.installation_id FROM github_installation_limits l
+        WHERE l.installation_id IN (SELECT installation_id FROM n)
+        ORDER BY l.installation_id
+        FOR UPDATE
+    )
+    UPDATE github_installation_limits l
+    SET in_flight = greatest(CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END - n.n, 0),
+        next_allowed_at = CASE WHEN p_mutation_interval > interval '0'
+                               THEN greatest(l.next_allowed_at, v_now + p_mutation_interval) ELSE l.next_allowed_at END,
+        updated_at = v_now
+    FROM n, locked
+    WHERE l.installation_id = n.installation_id AND locked.installation_id = n.installation_id
+    RETURNING l.installation_id;
+END;
+$$;
+-- +goose StatementEnd
+
+-- GitHub rate-limited a request of the installation: block it, for every replica, until
+-- p_until (retry-after, or the reset when no budget is left) or, when GitHub named no time
+-- (p_until NULL), for an exponential backoff: p_backoff × 2^level, at most p_max_backoff, with
+-- ±10 % jitter; the level grows with each limit and starts again from 0 once the installation
+-- went p_max_backoff without one. A block never shortens an existing one. The installation's
+-- available effects are moved to the block's end, so that claims do not even read them while
+-- it lasts (effects enqueued meanwhile are skipped by the claim). Returns the block's end.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_installation_limit_block(
+    p_installation_id bigint, p_until timestamptz, p_backoff interval, p_max_backoff interval,
+    p_now timestamptz DEFAULT NULL)
+RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now   timestamptz := coalesce(p_now, now());
+    r       github_installation_limits;
+    v_level integer;
+    v_until timestamptz;
+BEGIN
+    IF p_installation_id IS NULL OR p_installation_id <= 0 THEN
+        RAISE EXCEPTION 'installation id must be positive' USING ERRCODE = '22023';
+    END IF;
+    IF p_backoff IS NULL OR p_max_backoff IS NULL OR p_backoff < interval '1 millisecond' OR p_max_backoff < p_backoff
+       OR p_max_backoff > interval '1 day' THEN
+        RAISE EXCEPTION 'backoff must be positive and at most its cap (at most a day), got % and %', p_backoff, p_max_backoff
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_until IS NOT NULL AND p_until > v_now + interval '1 day' THEN
+        RAISE EXCEPTION 'a rate-limit block ends within a day, got %', p_until USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO github_installation_limits (installation_id, updated_at) VALUES (p_installation_id, v_now)
+    ON CONFLICT (installation_id) DO NOTHING;
+    SELECT * INTO r FROM github_installation_limits WHERE installation_id = p_installation_id FOR UPDATE;
+    v_level := CASE WHEN r.blocked_until IS NULL OR r.blocked_until < v_now - p_max_backoff THEN 0 ELSE r.backoff_level END;
+    v_until := coalesce(p_until,
+        v_now + least(p_backoff * power(2, v_level), p_max_backoff) * (0.9 + 0.2 * random()));
+    v_until := greatest(v_until, r.blocked_until);
+    UPDATE github_installation_limits
+    SET blocked_until = v_until, backoff_level = least(v_level + 1, 20), updated_at = v_now
+    WHERE installation_id = p_installation_id;
+    UPDATE control_plane_outbox
+    SET available_at = v_until, updated_at = v_now
+    WHERE status = 'available' AND installation_id = p_installation_id AND available_at < v_until;
+    RETURN v_until;
+END;
+$$;
+-- +goose StatementEnd
+
+-- The primary budgets GitHub last reported, one per installation (arrays of equal length). An
+-- installation with no budget left is blocked until its reset, for every replica, before a
+-- request is refused. Rows are locked in key order. Returns the installations recorded.
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_installation_limit_record_budget_batch(
+    p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamptz[],
+    p_now timestamptz DEFAULT NULL)
+RETURNS SETOF bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+BEGIN
+    IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000
+       OR cardinality(p_limits) IS DISTINCT FROM cardinality(p_installation_ids)
+       OR cardinality(p_remaining) IS DISTINCT FROM cardinality(p_installation_ids)
+       OR cardinality(p_resets) IS DISTINCT FROM cardinality(p_installation_ids) THEN
+        RAISE EXCEPTION 'up to 10000 budgets per call, one limit, remaining and reset each' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO github_installation_limits (installation_id, updated_at)
+    SELECT DISTINCT i, v_now FROM unnest(p_installation_ids) i
+    WHERE i > 0 AND NOT EXISTS (SELECT 1 FROM github_installation_limits l WHERE l.installation_id = i)
+    ORDER BY i
+    ON CONFLICT (installation_id) DO NOTHING;
+    RETURN QUERY
+    WITH b AS (
+        SELECT DISTINCT ON (x.id) x.id, x.lim, x.rem, x.reset
+        FROM unnest(p_installation_ids, p_limits, p_remaining, p_resets) AS x(id, lim, rem, reset)
+        WHERE x.id > 0 AND x.lim >= 0 AND x.rem >= 0
+        ORDER BY x.id, x.reset DESC NULLS LAST, x.rem
+    ), locked AS (
+        SELECT l.installation_id FROM github_installation_limits l
+        WHERE l.installation_id IN (SELECT id FROM b)
+        ORDER BY l.installation_id
+        FOR UPDATE
+    )
+    UPDATE github_installation_limits l
+    SET budget_limit = b.lim, budget_remaining = b.rem, budget_reset_at = b.reset,
+        blocked_until = CASE WHEN b.rem = 0 AND b.reset > v_now AND b.reset <= v_now + interval '2 hours'
+                             THEN greatest(l.blocked_until, b.reset) ELSE l.blocked_until END,
+        updated_at = v_now
+    FROM b, locked
+    WHERE l.installation_id = b.id AND locked.installation_id = b.id
+    RETURNING l.installation_id;
+END;
+$$;
+-- +goose StatementEnd
+
+-- Aggregate rate-limit figures for the gauges (no installation is named): the lowest remaining
+-- fraction of a primary budget whose window has not reset yet (NULL when none is known), the
+-- installations blocked now, and those held back by pacing now (deliveries in flight at the
+-- limit, or next_allowed_at ahead).
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_installation_limit_stats(
+    p_per_installation integer, p_now timestamptz DEFAULT NULL)
+RETURNS TABLE (lowest_remaining_fraction double precision, blocked bigint, paced bigint)
+LANGUAGE sql
+STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT min(l.budget_remaining::double precision / nullif(l.budget_limit, 0))
+               FILTER (WHERE l.budget_reset_at > coalesce(p_now, now())),
+           count(*) FILTER (WHERE l.blocked_until > coalesce(p_now, now())),
+           count(*) FILTER (WHERE (l.blocked_until IS NULL OR l.blocked_until <= coalesce(p_now, now()))
+                              AND (l.next_allowed_at > coalesce(p_now, now())
+                                   OR (l.in_flight >= coalesce(p_per_installation, 1)
+                                       AND l.in_flight_expires_at > coalesce(p_now, now()))))
+    FROM github_installation_limits l;
+$$;
+-- +goose StatementEnd
+
+REVOKE EXECUTE ON FUNCTION
+    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
+    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
+    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
+    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
+    boardreadyops_installation_limit_stats(integer, timestamptz)
+FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
+    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
+    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
+    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
+    boardreadyops_installation_limit_stats(integer, timestamptz)
+TO boardreadyops_dispatcher;
+GRANT EXECUTE ON FUNCTION boardreadyops_installation_limit_stats(integer, timestamptz) TO boardreadyops_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON github_installation_limits TO boardreadyops_admin;
+GRANT EXECUTE ON FUNCTION
+    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
+    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
+    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
+    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
+    boardreadyops_installation_limit_stats(integer, timestamptz)
+TO boardreadyops_admin;
+
+-- +goose Down
+DROP FUNCTION boardreadyops_installation_limit_stats(integer, timestamptz);
+DROP FUNCTION boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz);
+DROP FUNCTION boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz);
+DROP FUNCTION boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz);
+DROP FUNCTION boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval);
+-- +goose StatementBegin
+CREATE FUNCTION boardreadyops_outbox_claim(
+    p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL)
+RETURNS SETOF control_plane_outbox
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := coalesce(p_now, now());
+BEGIN
+    IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'claim limit must be between 1 and 1000, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
+        RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+        SELECT o.id FROM control_plane_outbox o
+        WHERE o.status = 'available' AND o.available_at <= v_now
+        ORDER BY o.available_at, o.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE control_plane_outbox o
+    SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
+        attempts = o.attempts + 1, updated_at = v_now,
+        delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
+    FROM due
+    WHERE o.id = due.id
+    RETURNING o.*;
+END;
+$$;
+-- +goose StatementEnd
+GRANT EXECUTE ON FUNCTION boardreadyops_outbox_claim(text, integer, interval, timestamptz) TO boardreadyops_dispatcher;
+DROP TABLE github_installation_limits;
