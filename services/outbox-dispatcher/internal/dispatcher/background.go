@@ -32,7 +32,8 @@ func (d *Dispatcher) recoverLoop(ctx context.Context) {
 	})
 }
 
-// statsLoop refreshes the queue gauges with one cheap query per interval (not per scrape).
+// statsLoop refreshes the queue and rate-limit gauges with cheap queries per interval (not per
+// scrape), and records the GitHub budgets observed since the last round.
 func (d *Dispatcher) statsLoop(ctx context.Context) {
 	daemon.Every(ctx, d.cfg.StatsInterval, true, func(ctx context.Context) {
 		st, err := d.store.Stats(ctx, d.pool)
@@ -41,5 +42,6 @@ func (d *Dispatcher) statsLoop(ctx context.Context) {
 		} else if ctx.Err() == nil {
 			d.logger.Warn("read outbox statistics failed", "error", err)
 		}
+		d.recordBudgets(ctx)
 	})
 }

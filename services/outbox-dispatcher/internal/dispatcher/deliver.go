@@ -171,17 +171,9 @@ func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string
 // delivered; a workflow dispatch needs reconciliation instead.
 func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, replaySafe bool) string {
 	msg := err.Error()
-	var ge *githubapp.Error
-	errors.As(err, &ge)
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
-		until := ge.RetryAt
-		if max := time.Now().Add(110 * time.Minute); until.After(max) {
-			until = max
-		}
-		d.limiter.block(e.InstallationID, until)
-		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		return d.record(ctx, e, d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
+		return d.rateLimited(ctx, e, err)
 	case githubapp.Rejected:
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
 	case githubapp.MaybeDelivered:

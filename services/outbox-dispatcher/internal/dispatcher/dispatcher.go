@@ -3,9 +3,11 @@
 // performs the request and commits the matching transition — completion, retry, deferral,
 // dead letter or reconciliation, by the failure's class.
 //
-// Concurrency is bounded overall and per installation; a rate-limited installation's effects are
-// deferred until its reset without spending attempts and without holding up other installations.
-// Expired leases are recovered periodically; queue gauges come from one query per interval.
+// Concurrency is bounded overall and per installation, and one installation's mutations are
+// paced, across replicas, through the claim (docs/dispatcher.md, "Rate limits and pacing"). A
+// rate-limited installation is blocked in PostgreSQL for every replica, its effects deferred
+// without spending attempts and without holding up other installations. Expired leases are
+// recovered periodically; queue gauges come from one query per interval.
 package dispatcher
 
 import (
@@ -30,8 +32,17 @@ type Config struct {
 	WorkerID string
 	// Concurrency is the number of deliveries in flight at once, across installations.
 	Concurrency int
-	// PerInstallation is the number in flight for one installation.
+	// PerInstallation is the number in flight for one installation, across replicas (GitHub asks
+	// for 1: serial requests). 0 turns per-installation pacing off.
 	PerInstallation int
+	// MutationInterval is the least time between the end of one delivery of an installation and
+	// the claim of its next (GitHub asks for at least a second between mutating requests).
+	MutationInterval time.Duration
+	// RateLimitBackoff is the first block of an installation after a rate limit for which GitHub
+	// named no time (GitHub: at least a minute); it doubles per repeated limit up to
+	// RateLimitMaxBackoff.
+	RateLimitBackoff    time.Duration
+	RateLimitMaxBackoff time.Duration
 	// BatchSize caps one claim.
 	BatchSize int
 	// Lease of a claimed effect; longer than the slowest request plus its recording.
@@ -65,14 +76,19 @@ type Dispatcher struct {
 	limiter   *limiter
 	completer *groupcommit.Committer
 
-	slots chan struct{}
-	waker *notify.Waker
+	slots   chan struct{}
+	waker   *notify.Waker
+	budgets budgets
 }
 
 // New builds a dispatcher.
 func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
+	perProcess := cfg.PerInstallation
+	if perProcess <= 0 {
+		perProcess = cfg.Concurrency // pacing off
+	}
 	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
-		limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, logger, cfg.Concurrency, 30*time.Second), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
+		limiter: newLimiter(perProcess), completer: groupcommit.New(pool, logger, cfg.Concurrency, 30*time.Second), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
 }
 
 // Run delivers until ctx ends, then waits for the deliveries in flight and returns.
@@ -138,7 +154,7 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 		// Shutdown must not cancel a claim in flight: the server could commit it while the client
 		// sees a cancellation, stranding the effects until their leases expire.
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease)
+		batch, err := d.store.ClaimPaced(cctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease, d.pace())
 		cancel()
 		d.metrics.claimDuration.Observe(time.Since(start).Seconds())
 		for range held - len(batch) {
@@ -233,16 +249,14 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	defer d.metrics.inFlight.Dec()
 
 	var outcome string
-	if until, blocked := d.limiter.blockedUntil(e.InstallationID); blocked {
-		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, "installation rate limited"), OutcomeDeferred)
-	} else if !d.limiter.acquire(e.InstallationID) {
+	if !d.limiter.acquire(e.InstallationID) {
 		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
 	} else {
 		outcome = d.deliver(ctx, e)
 		d.limiter.release(e.InstallationID)
 	}
+	d.releasePace(ctx, e)
 	span.SetAttributes(attribute.String("boardreadyops.outcome", outcome))
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
 	if outcome == OutcomeCompleted {
@@ -269,35 +283,17 @@ func backoff(attempts int, maxDelay time.Duration) time.Duration {
 	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
 }
 
-// limiter tracks per-installation rate-limit blocks and in-flight counts.
+// limiter counts one process's deliveries in flight per installation. The claim bounds them
+// across replicas; this holds the bound within the process even when a lease expired and an
+// installation's count in PostgreSQL was reset before its delivery ended.
 type limiter struct {
-	per     int
-	mu      sync.Mutex
-	blocked map[int64]time.Time
-	active  map[int64]int
+	per    int
+	mu     sync.Mutex
+	active map[int64]int
 }
 
 func newLimiter(per int) *limiter {
-	return &limiter{per: per, blocked: map[int64]time.Time{}, active: map[int64]int{}}
-}
-
-func (l *limiter) block(id int64, until time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if until.After(l.blocked[id]) {
-		l.blocked[id] = until
-	}
-}
-
-func (l *limiter) blockedUntil(id int64) (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	until, ok := l.blocked[id]
-	if ok && !time.Now().Before(until) {
-		delete(l.blocked, id) // bounded: entries leave as their blocks end
-		return time.Time{}, false
-	}
-	return until, ok
+	return &limiter{per: per, active: map[int64]int{}}
 }
 
 func (l *limiter) acquire(id int64) bool {

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ type env struct {
 	gh   *githubapp.Client
 	reg  *prometheus.Registry
 	n    int
+	// first is the first dispatcher built: the budgets the shared client observes go to it.
+	first atomic.Pointer[dispatcher.Dispatcher]
 }
 
 func setup(t *testing.T) *env {
@@ -45,25 +48,41 @@ func setup(t *testing.T) *env {
 	t.Cleanup(sim.Close)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: time.Second})
+	e := &env{t: t, ctx: context.Background(), pool: pgtest.NewPool(t), sim: sim, reg: prometheus.NewRegistry()}
+	e.gh, err = githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: time.Second,
+		ObserveRate: func(id int64, r githubapp.Rate) {
+			if d := e.first.Load(); d != nil {
+				d.ObserveRate(id, r)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: context.Background(), pool: pgtest.NewPool(t), sim: sim, gh: gh, reg: prometheus.NewRegistry()}
+	return e
 }
 
 func (e *env) dispatcher(lease time.Duration) *dispatcher.Dispatcher {
+	return e.dispatcherWith(lease, func(*dispatcher.Config) {})
+}
+
+// dispatcherWith builds a dispatcher whose config edit changes.
+func (e *env) dispatcherWith(lease time.Duration, edit func(*dispatcher.Config)) *dispatcher.Dispatcher {
 	e.n++
 	reg := prometheus.NewRegistry()
 	if e.n == 1 {
 		reg = e.reg // the first dispatcher's metrics are inspected by the tests
 	}
 	m := dispatcher.NewMetrics(reg)
-	return dispatcher.New(dispatcher.Config{
+	cfg := dispatcher.Config{
 		WorkerID: fmt.Sprintf("dispatcher-%d", e.n), Concurrency: 16, PerInstallation: 8, BatchSize: 16, Lease: lease,
 		PollInterval: 20 * time.Millisecond, Listen: true, MaxBackoff: time.Second, RecoverInterval: 100 * time.Millisecond,
 		StatsInterval: 50 * time.Millisecond, CheckRunName: "BoardReadyOps release",
-	}, e.pool, e.gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+		RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute,
+	}
+	edit(&cfg)
+	d := dispatcher.New(cfg, e.pool, e.gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+	e.first.CompareAndSwap(nil, d)
+	return d
 }
 
 // run runs a dispatcher until cond holds (or fails the test after a while).
@@ -288,7 +307,7 @@ func TestRateLimitedInstallationDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("%d deferred effects spent attempts", n)
 	}
 	// The limited installation was asked at most a few times: later effects were deferred locally.
-	if n := e.sim.Count(githubsim.OpCreateCheckRun, 429); n > 8 {
+	if n := e.sim.Count(githubsim.OpCreateCheckRun, 403); n > 8 {
 		t.Fatalf("%d rate-limited requests: the block was not honoured", n)
 	}
 }

@@ -21,6 +21,9 @@ type Metrics struct {
 	inFlight      prometheus.Gauge
 	requests      *prometheus.CounterVec
 	requestTime   *prometheus.HistogramVec
+	budgetLowest  prometheus.Gauge
+	blocked       prometheus.Gauge
+	paced         prometheus.Gauge
 }
 
 // NewMetrics registers the dispatcher's metrics on reg.
@@ -70,7 +73,29 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of GitHub API requests, by operation.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20},
 		}, []string{"operation"}),
+		budgetLowest: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_budget_lowest_remaining_ratio",
+			Help: "Lowest share of its primary GitHub budget (x-ratelimit-remaining / -limit) any installation has left in its current window (1 when none is known).",
+		}),
+		blocked: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_installations_rate_limited",
+			Help: "Installations blocked now because GitHub rate-limited them (shared by every replica).",
+		}),
+		paced: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_installations_paced",
+			Help: "Installations held back now by per-installation pacing (a delivery in flight at the limit, or the mutation interval not over).",
+		}),
 	}
+}
+
+func (m *Metrics) setLimitStats(st outbox.LimitStats) {
+	lowest := 1.0
+	if st.LowestRemainingFraction != nil {
+		lowest = *st.LowestRemainingFraction
+	}
+	m.budgetLowest.Set(lowest)
+	m.blocked.Set(float64(st.Blocked))
+	m.paced.Set(float64(st.Paced))
 }
 
 // ObserveGitHub is githubapp.Config.Observe.
