@@ -142,3 +142,107 @@ func (e *env) gauge(name string) float64 {
 	e.t.Fatalf("no gauge %s", name)
 	return 0
 }
+
+// A secondary limit without Retry-After (GitHub's 403, budget left) blocks the installation for
+// all three replicas for the backoff: no replica sends it a request meanwhile, another
+// installation keeps flowing, and the first request after the block is a single one.
+func TestRateLimitBlockIsSharedByReplicas(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const limited, free, runs = 32001, 32002, 10
+	const backoff = 2 * time.Second
+	e.sim.SetLimits(githubsim.Limits{Budget: 5000, MaxConcurrent: 1, Strict: true})
+	e.sim.AddFault(githubsim.Fault{InstallationID: limited, Operation: githubsim.OpCreateCheckRun, SecondaryRateLimit: true, Times: 1})
+	for i := range runs {
+		e.release(limited, "limited-org/repo", fmt.Sprintf("v1.%d.0", i))
+		e.release(free, "free-org/repo", fmt.Sprintf("v1.%d.0", i))
+	}
+	stop := e.replicas(3, func(c *dispatcher.Config) {
+		c.PerInstallation, c.MutationInterval = 1, 10*time.Millisecond
+		c.RateLimitBackoff, c.RateLimitMaxBackoff = backoff, 4*backoff
+	})
+	defer stop()
+	e.waitFor("every run dispatched", func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 2*runs
+	})
+	stop()
+	var limitedAt time.Time
+	var blockedUntil time.Time
+	if err := e.pool.QueryRow(e.ctx, `SELECT blocked_until FROM github_installation_limits WHERE installation_id = $1`, limited).Scan(&blockedUntil); err != nil {
+		t.Fatal(err)
+	}
+	var after []githubsim.Entry
+	freeDuring := 0
+	for _, j := range e.sim.Journal() {
+		switch {
+		case j.InstallationID == limited && j.Status == 403:
+			limitedAt = j.Time
+		case j.InstallationID == limited && !limitedAt.IsZero() && j.Time.Before(blockedUntil):
+			t.Fatalf("request for the blocked installation at %v, block until %v: %+v", j.Time, blockedUntil, j)
+		case j.InstallationID == limited && !limitedAt.IsZero():
+			after = append(after, j)
+		case j.InstallationID == free && !limitedAt.IsZero() && j.Time.Before(blockedUntil):
+			freeDuring++
+		}
+	}
+	if b := blockedUntil.Sub(limitedAt); b < backoff*8/10 || b > backoff*12/10 {
+		t.Fatalf("blocked %v after the limit, want the backoff %v ± jitter", b, backoff)
+	}
+	if freeDuring == 0 {
+		t.Fatal("the other installation sent nothing during the block")
+	}
+	if len(after) == 0 {
+		t.Fatal("nothing sent after the block")
+	}
+	if v := e.sim.Violations(); len(v) != 0 {
+		t.Fatalf("%d requests overlapped another of their installation (the first after the block must be alone), first %+v", len(v), v[0])
+	}
+	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed' OR attempts <> 1`); n != 0 {
+		t.Fatalf("%d effects not completed at their first attempt: the deferral spent one; outbox %v", n, e.statuses())
+	}
+}
+
+// A rate-limit storm — secondary limits on 20 % of all requests for a while, half with
+// Retry-After and half without — over three replicas and several installations ends with every
+// run delivered, no dead letter, no reconciliation and no dispatch sent twice.
+func TestRateLimitStorm(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const installations, perInstallation = 5, 8
+	e.sim.SetLimits(githubsim.Limits{Budget: 5000})
+	e.sim.AddFault(githubsim.Fault{SecondaryRateLimit: true, Probability: 0.1, RetryAfter: time.Second})
+	e.sim.AddFault(githubsim.Fault{SecondaryRateLimit: true, Probability: 0.1 / 0.9})
+	for i := range installations * perInstallation {
+		e.release(int64(33001+i%installations), fmt.Sprintf("storm-org-%d/repo", i%installations), fmt.Sprintf("v1.%d.0", i))
+	}
+	stop := e.replicas(3, func(c *dispatcher.Config) {
+		c.PerInstallation, c.MutationInterval = 1, 20*time.Millisecond
+		c.RateLimitBackoff, c.RateLimitMaxBackoff = 200*time.Millisecond, time.Second
+	})
+	defer stop()
+	storm := time.AfterFunc(4*time.Second, e.sim.ClearFaults)
+	defer storm.Stop()
+	runs := installations * perInstallation
+	e.waitFor("every run dispatched", func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == runs
+	})
+	e.completeRuns()
+	e.waitFor("every check run completed", func() bool {
+		return e.statuses()["github.check_run.complete/completed"] == runs
+	})
+	stop()
+	if st := e.statuses(); len(st) != 3 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs {
+		t.Fatalf("outbox %v, want every effect completed", st)
+	}
+	limitedRequests := 0
+	for _, j := range e.sim.Journal() {
+		if j.Status == 403 {
+			limitedRequests++
+		}
+	}
+	if limitedRequests == 0 {
+		t.Fatal("the storm limited nothing")
+	}
+	e.exactlyOnce(runs)
+	t.Logf("%d requests rate limited during the storm", limitedRequests)
+}
