@@ -34,6 +34,14 @@ func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
 	}); err != nil {
 		d.logger.Warn("release installation pace failed; it frees itself when the lease ends", "installation_id", e.InstallationID,
 			"outbox_id", e.ID, "error", err)
+		return
+	}
+	// The installation may have more due effects, claimable once the interval is over: look then,
+	// rather than at the next poll (up to a poll interval later, for every paced effect).
+	if d.cfg.MutationInterval > 0 {
+		time.AfterFunc(d.cfg.MutationInterval+time.Millisecond, d.Wake)
+	} else {
+		d.Wake()
 	}
 }
 
