@@ -26,14 +26,13 @@ type Pace struct {
 	MutationInterval time.Duration
 }
 
-// ClaimPaced is Claim under pace.
+// ClaimPaced is Claim under pace (the zero Pace: Claim).
 func (s *Store) ClaimPaced(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration, pace Pace) ([]Effect, error) {
-	var per, interval any
-	if pace.PerInstallation > 0 {
-		per, interval = pace.PerInstallation, pace.MutationInterval
+	if pace.PerInstallation <= 0 {
+		return s.Claim(ctx, db, worker, limit, lease)
 	}
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4, $5, $6)`,
-		worker, limit, lease, s.now(), per, interval)
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim_paced($1, $2, $3, $4, $5, $6)`,
+		worker, limit, lease, pace.PerInstallation, pace.MutationInterval, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
 	}
@@ -53,7 +52,7 @@ func (s *Store) Block(ctx context.Context, db database.DBTX, installationID int6
 		at = &until
 	}
 	var end time.Time
-	err := db.QueryRow(ctx, `SELECT boardreadyops_installation_limit_block($1, $2, $3, $4, $5)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_block_installation($1, $2, $3, $4, $5)`,
 		installationID, at, backoff, maxBackoff, s.now()).Scan(&end)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("block installation %d: %w", installationID, sqlstate.Classify(err))
@@ -64,7 +63,7 @@ func (s *Store) Block(ctx context.Context, db database.DBTX, installationID int6
 // QueueRelease adds the end of one delivery of installationID to a group commit: its in-flight
 // slot is freed and the installation's next claim waits interval from the commit.
 func (s *Store) QueueRelease(b *groupcommit.Batch, installationID int64, interval time.Duration, done func(error)) {
-	set, ok := b.Join("boardreadyops_installation_limit_release_batch\x00"+interval.String(), func() groupcommit.Set {
+	set, ok := b.Join("boardreadyops_outbox_release_installation_batch\x00"+interval.String(), func() groupcommit.Set {
 		return &releaseSet{interval: interval, now: s.now()}
 	})
 	if ok {
@@ -74,7 +73,7 @@ func (s *Store) QueueRelease(b *groupcommit.Batch, installationID int64, interva
 		return
 	}
 	queueVoid(b, "release installation", installationID, done,
-		`SELECT count(*)::integer FROM boardreadyops_installation_limit_release_batch(ARRAY[$1::bigint], $2, $3)`, installationID, interval, s.now())
+		`SELECT count(*)::integer FROM boardreadyops_outbox_release_installation_batch(ARRAY[$1::bigint], $2, $3)`, installationID, interval, s.now())
 }
 
 // releaseSet is one set-based release of a batch. An installation without a row (never claimed
@@ -87,7 +86,7 @@ type releaseSet struct {
 }
 
 func (r *releaseSet) Queue(b *pgx.Batch) {
-	b.Queue(`SELECT count(*) FROM boardreadyops_installation_limit_release_batch($1, $2, $3)`, r.ids, r.interval, r.now).
+	b.Queue(`SELECT count(*) FROM boardreadyops_outbox_release_installation_batch($1, $2, $3)`, r.ids, r.interval, r.now).
 		QueryRow(func(row pgx.Row) error {
 			var n int
 			err := row.Scan(&n)
@@ -122,7 +121,7 @@ func (s *Store) RecordBudgets(ctx context.Context, db database.DBTX, budgets []B
 			resets[i] = &budgets[i].Reset
 		}
 	}
-	_, err := db.Exec(ctx, `SELECT count(*) FROM boardreadyops_installation_limit_record_budget_batch($1, $2, $3, $4, $5)`,
+	_, err := db.Exec(ctx, `SELECT count(*) FROM boardreadyops_outbox_record_budget_batch($1, $2, $3, $4, $5)`,
 		ids, limits, remaining, resets, s.now())
 	if err != nil {
 		return fmt.Errorf("record %d installation budgets: %w", len(budgets), sqlstate.Classify(err))
@@ -141,7 +140,7 @@ type LimitStats struct {
 
 // LimitStats reads the aggregate rate-limit figures; perInstallation is the dispatchers' limit.
 func (s *Store) LimitStats(ctx context.Context, db database.DBTX, perInstallation int) (LimitStats, error) {
-	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_installation_limit_stats($1, $2)`, max(perInstallation, 1), s.now())
+	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_outbox_limit_stats($1, $2)`, max(perInstallation, 1), s.now())
 	if err != nil {
 		return LimitStats{}, fmt.Errorf("installation limit stats: %w", sqlstate.Classify(err))
 	}

@@ -11,11 +11,16 @@
 --     the interval apart, across replicas;
 --   * the last primary budget GitHub reported (x-ratelimit-limit, -remaining, -reset), for the
 --     aggregate gauges.
--- The row is written by the claim (when it takes one of the installation's effects) and by the
--- functions below; nothing else. Updates touch no indexed column, so they are HOT.
+-- The row is written by the paced claim (when it takes one of the installation's effects) and by
+-- the functions below; nothing else. Updates touch no indexed column, so they are HOT.
+--
+-- boardreadyops_outbox_claim keeps its signature (the deprecated name of 00014 wraps it, and pods
+-- of the previous release call it during a roll) and now skips blocked installations; the paced
+-- claim is boardreadyops_outbox_claim_paced, which the dispatcher calls, always followed by a
+-- release of each effect it returned.
 
 -- +goose Up
-CREATE TABLE github_installation_limits (
+CREATE TABLE public.github_installation_limits (
     installation_id      bigint PRIMARY KEY CHECK (installation_id > 0),
     blocked_until        timestamptz,
     backoff_level        integer NOT NULL DEFAULT 0 CHECK (backoff_level BETWEEN 0 AND 20),
@@ -27,12 +32,55 @@ CREATE TABLE github_installation_limits (
     budget_reset_at      timestamptz,
     updated_at           timestamptz NOT NULL DEFAULT now()
 ) WITH (fillfactor = 70);
+ALTER TABLE public.github_installation_limits OWNER TO boardreadyops_schema_owner;
 
 -- Claim up to p_limit due effects for p_worker; each claim spends one attempt. Effects of an
--- installation blocked by a rate limit are never returned (they stay where they are, no attempt
--- spent). With p_per_installation set (the dispatcher passes it; NULL, the default, keeps the
--- unpaced claim for callers that do not release), an installation is also skipped while it has
--- p_per_installation deliveries in flight or its next_allowed_at is ahead; from one that is free,
+-- installation blocked by a rate limit are never returned: they stay where they are, no attempt
+-- spent (00017's body otherwise).
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION public.boardreadyops_outbox_claim(
+    p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL)
+RETURNS SETOF public.control_plane_outbox
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+BEGIN
+    IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'claim limit must be between 1 and 1000, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
+        RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    WITH due AS (
+        SELECT o.id FROM public.control_plane_outbox o
+        WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT EXISTS (SELECT 1 FROM public.github_installation_limits l
+                          WHERE l.installation_id = o.installation_id AND l.blocked_until > v_now)
+        ORDER BY o.available_at, o.id
+        LIMIT p_limit
+        FOR UPDATE OF o SKIP LOCKED
+    )
+    UPDATE public.control_plane_outbox o
+    SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
+        attempts = o.attempts + 1, updated_at = v_now,
+        delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
+    FROM due
+    WHERE o.id = due.id
+    RETURNING o.*;
+END;
+$$;
+-- +goose StatementEnd
+
+-- The claim, paced per installation: as boardreadyops_outbox_claim (blocked installations
+-- skipped), and an installation is also skipped while it has p_per_installation deliveries in
+-- flight or its next_allowed_at is ahead; from one that is free,
 -- the claim takes as many as it has room for — one when p_mutation_interval is set, since the
 -- next one may not be sent before the interval — and counts them in flight. The installation's
 -- row is locked FOR UPDATE SKIP LOCKED, so concurrent claims never both take the same
@@ -42,18 +90,17 @@ CREATE TABLE github_installation_limits (
 -- was not held back when the statement began; an installation with a long backlog yields one
 -- effect per claim and is skipped by the next claims until it is released, so it delays others
 -- by at most one claim.
-DROP FUNCTION IF EXISTS boardreadyops_outbox_claim(text, integer, interval, timestamptz);
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_outbox_claim(
-    p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL,
-    p_per_installation integer DEFAULT NULL, p_mutation_interval interval DEFAULT NULL)
-RETURNS SETOF control_plane_outbox
+CREATE FUNCTION public.boardreadyops_outbox_claim_paced(
+    p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval,
+    p_now timestamptz DEFAULT NULL)
+RETURNS SETOF public.control_plane_outbox
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now           timestamptz := coalesce(p_now, now());
+    v_now           timestamptz := public.boardreadyops_clock_now(p_now);
     v_ids           bigint[];
     v_installations bigint[];
 BEGIN
@@ -66,41 +113,20 @@ BEGIN
     IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
         RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
     END IF;
-    IF p_per_installation IS NOT NULL AND p_per_installation NOT BETWEEN 1 AND 1000 THEN
+    IF p_per_installation IS NULL OR p_per_installation NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'per-installation limit must be between 1 and 1000, got %', p_per_installation USING ERRCODE = '22023';
     END IF;
-    IF p_mutation_interval IS NOT NULL AND (p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute') THEN
+    IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
         RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
-    END IF;
-
-    IF p_per_installation IS NULL THEN
-        RETURN QUERY
-        WITH due AS (
-            SELECT o.id FROM control_plane_outbox o
-            WHERE o.status = 'available' AND o.available_at <= v_now
-              AND NOT EXISTS (SELECT 1 FROM github_installation_limits l
-                              WHERE l.installation_id = o.installation_id AND l.blocked_until > v_now)
-            ORDER BY o.available_at, o.id
-            LIMIT p_limit
-            FOR UPDATE OF o SKIP LOCKED
-        )
-        UPDATE control_plane_outbox o
-        SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
-            attempts = o.attempts + 1, updated_at = v_now,
-            delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
-        FROM due
-        WHERE o.id = due.id
-        RETURNING o.*;
-        RETURN;
     END IF;
 
     SELECT array_agg(c.id ORDER BY c.available_at, c.id), array_agg(c.installation_id ORDER BY c.available_at, c.id)
     INTO v_ids, v_installations
     FROM (
-        SELECT o.id, o.installation_id, o.available_at FROM control_plane_outbox o
+        SELECT o.id, o.installation_id, o.available_at FROM public.control_plane_outbox o
         WHERE o.status = 'available' AND o.available_at <= v_now
           AND NOT EXISTS (
-              SELECT 1 FROM github_installation_limits l
+              SELECT 1 FROM public.github_installation_limits l
               WHERE l.installation_id = o.installation_id
                 AND (l.blocked_until > v_now OR l.next_allowed_at > v_now
                      OR (l.in_flight >= p_per_installation AND l.in_flight_expires_at > v_now)))
@@ -112,9 +138,9 @@ BEGIN
     END IF;
     -- An installation's first claim creates its row (in key order: concurrent claims creating
     -- the same rows wait for each other instead of deadlocking).
-    INSERT INTO github_installation_limits (installation_id, updated_at)
+    INSERT INTO public.github_installation_limits (installation_id, updated_at)
     SELECT DISTINCT i, v_now FROM unnest(v_installations) i
-    WHERE NOT EXISTS (SELECT 1 FROM github_installation_limits l WHERE l.installation_id = i)
+    WHERE NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
     ORDER BY i
     ON CONFLICT (installation_id) DO NOTHING;
 
@@ -122,7 +148,7 @@ BEGIN
     WITH gate AS (
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
-        FROM github_installation_limits l
+        FROM public.github_installation_limits l
         WHERE l.installation_id = ANY (v_installations)
           AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
           AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
@@ -138,12 +164,12 @@ BEGIN
         ORDER BY r.ord
         LIMIT p_limit
     ), chosen AS (
-        SELECT o.id, o.installation_id FROM control_plane_outbox o
+        SELECT o.id, o.installation_id FROM public.control_plane_outbox o
         JOIN picked p ON p.id = o.id
         WHERE o.status = 'available' AND o.available_at <= v_now
         FOR UPDATE OF o SKIP LOCKED
     ), paced AS (
-        UPDATE github_installation_limits l
+        UPDATE public.github_installation_limits l
         SET in_flight = CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END + n.n,
             in_flight_expires_at = v_now + p_lease,
             next_allowed_at = CASE WHEN p_mutation_interval > interval '0' THEN v_now + p_mutation_interval ELSE l.next_allowed_at END,
@@ -151,7 +177,7 @@ BEGIN
         FROM (SELECT installation_id, count(*)::integer AS n FROM chosen GROUP BY installation_id) n
         WHERE l.installation_id = n.installation_id
     )
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = o.attempts + 1, updated_at = v_now,
         delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
@@ -169,15 +195,15 @@ $$;
 -- order (two replicas releasing the same installations never deadlock). Returns the
 -- installations released.
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_installation_limit_release_batch(
+CREATE FUNCTION public.boardreadyops_outbox_release_installation_batch(
     p_installation_ids bigint[], p_mutation_interval interval, p_now timestamptz DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 installation ids per call' USING ERRCODE = '22023';
@@ -189,12 +215,12 @@ BEGIN
     WITH n AS (
         SELECT i AS installation_id, count(*)::integer AS n FROM unnest(p_installation_ids) i GROUP BY i
     ), locked AS (
-        SELECT l.installation_id FROM github_installation_limits l
+        SELECT l.installation_id FROM public.github_installation_limits l
         WHERE l.installation_id IN (SELECT installation_id FROM n)
         ORDER BY l.installation_id
         FOR UPDATE
     )
-    UPDATE github_installation_limits l
+    UPDATE public.github_installation_limits l
     SET in_flight = greatest(CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END - n.n, 0),
         next_allowed_at = CASE WHEN p_mutation_interval > interval '0'
                                THEN greatest(l.next_allowed_at, v_now + p_mutation_interval) ELSE l.next_allowed_at END,
@@ -214,17 +240,17 @@ $$;
 -- available effects are moved to the block's end, so that claims do not even read them while
 -- it lasts (effects enqueued meanwhile are skipped by the claim). Returns the block's end.
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_installation_limit_block(
+CREATE FUNCTION public.boardreadyops_outbox_block_installation(
     p_installation_id bigint, p_until timestamptz, p_backoff interval, p_max_backoff interval,
     p_now timestamptz DEFAULT NULL)
 RETURNS timestamptz
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now   timestamptz := coalesce(p_now, now());
-    r       github_installation_limits;
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    r       public.github_installation_limits;
     v_level integer;
     v_until timestamptz;
 BEGIN
@@ -239,17 +265,17 @@ BEGIN
     IF p_until IS NOT NULL AND p_until > v_now + interval '1 day' THEN
         RAISE EXCEPTION 'a rate-limit block ends within a day, got %', p_until USING ERRCODE = '22023';
     END IF;
-    INSERT INTO github_installation_limits (installation_id, updated_at) VALUES (p_installation_id, v_now)
+    INSERT INTO public.github_installation_limits (installation_id, updated_at) VALUES (p_installation_id, v_now)
     ON CONFLICT (installation_id) DO NOTHING;
-    SELECT * INTO r FROM github_installation_limits WHERE installation_id = p_installation_id FOR UPDATE;
+    SELECT * INTO r FROM public.github_installation_limits WHERE installation_id = p_installation_id FOR UPDATE;
     v_level := CASE WHEN r.blocked_until IS NULL OR r.blocked_until < v_now - p_max_backoff THEN 0 ELSE r.backoff_level END;
     v_until := coalesce(p_until,
         v_now + least(p_backoff * power(2, v_level), p_max_backoff) * (0.9 + 0.2 * random()));
     v_until := greatest(v_until, r.blocked_until);
-    UPDATE github_installation_limits
+    UPDATE public.github_installation_limits
     SET blocked_until = v_until, backoff_level = least(v_level + 1, 20), updated_at = v_now
     WHERE installation_id = p_installation_id;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET available_at = v_until, updated_at = v_now
     WHERE status = 'available' AND installation_id = p_installation_id AND available_at < v_until;
     RETURN v_until;
@@ -261,16 +287,16 @@ $$;
 -- installation with no budget left is blocked until its reset, for every replica, before a
 -- request is refused. Rows are locked in key order. Returns the installations recorded.
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_installation_limit_record_budget_batch(
+CREATE FUNCTION public.boardreadyops_outbox_record_budget_batch(
     p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamptz[],
     p_now timestamptz DEFAULT NULL)
 RETURNS SETOF bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000
        OR cardinality(p_limits) IS DISTINCT FROM cardinality(p_installation_ids)
@@ -278,9 +304,9 @@ BEGIN
        OR cardinality(p_resets) IS DISTINCT FROM cardinality(p_installation_ids) THEN
         RAISE EXCEPTION 'up to 10000 budgets per call, one limit, remaining and reset each' USING ERRCODE = '22023';
     END IF;
-    INSERT INTO github_installation_limits (installation_id, updated_at)
+    INSERT INTO public.github_installation_limits (installation_id, updated_at)
     SELECT DISTINCT i, v_now FROM unnest(p_installation_ids) i
-    WHERE i > 0 AND NOT EXISTS (SELECT 1 FROM github_installation_limits l WHERE l.installation_id = i)
+    WHERE i > 0 AND NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
     ORDER BY i
     ON CONFLICT (installation_id) DO NOTHING;
     RETURN QUERY
@@ -290,12 +316,12 @@ BEGIN
         WHERE x.id > 0 AND x.lim >= 0 AND x.rem >= 0
         ORDER BY x.id, x.reset DESC NULLS LAST, x.rem
     ), locked AS (
-        SELECT l.installation_id FROM github_installation_limits l
+        SELECT l.installation_id FROM public.github_installation_limits l
         WHERE l.installation_id IN (SELECT id FROM b)
         ORDER BY l.installation_id
         FOR UPDATE
     )
-    UPDATE github_installation_limits l
+    UPDATE public.github_installation_limits l
     SET budget_limit = b.lim, budget_remaining = b.rem, budget_reset_at = b.reset,
         blocked_until = CASE WHEN b.rem = 0 AND b.reset > v_now AND b.reset <= v_now + interval '2 hours'
                              THEN greatest(l.blocked_until, b.reset) ELSE l.blocked_until END,
@@ -312,65 +338,63 @@ $$;
 -- installations blocked now, and those held back by pacing now (deliveries in flight at the
 -- limit, or next_allowed_at ahead).
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_installation_limit_stats(
+CREATE FUNCTION public.boardreadyops_outbox_limit_stats(
     p_per_installation integer, p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (lowest_remaining_fraction double precision, blocked bigint, paced bigint)
 LANGUAGE sql
 STABLE
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT min(l.budget_remaining::double precision / nullif(l.budget_limit, 0))
-               FILTER (WHERE l.budget_reset_at > coalesce(p_now, now())),
-           count(*) FILTER (WHERE l.blocked_until > coalesce(p_now, now())),
-           count(*) FILTER (WHERE (l.blocked_until IS NULL OR l.blocked_until <= coalesce(p_now, now()))
-                              AND (l.next_allowed_at > coalesce(p_now, now())
+               FILTER (WHERE l.budget_reset_at > public.boardreadyops_clock_now(p_now)),
+           count(*) FILTER (WHERE l.blocked_until > public.boardreadyops_clock_now(p_now)),
+           count(*) FILTER (WHERE (l.blocked_until IS NULL OR l.blocked_until <= public.boardreadyops_clock_now(p_now))
+                              AND (l.next_allowed_at > public.boardreadyops_clock_now(p_now)
                                    OR (l.in_flight >= coalesce(p_per_installation, 1)
-                                       AND l.in_flight_expires_at > coalesce(p_now, now()))))
-    FROM github_installation_limits l;
+                                       AND l.in_flight_expires_at > public.boardreadyops_clock_now(p_now))))
+    FROM public.github_installation_limits l;
 $$;
 -- +goose StatementEnd
 
+ALTER FUNCTION public.boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_outbox_block_installation(bigint, timestamptz, interval, interval, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_outbox_limit_stats(integer, timestamptz) OWNER TO boardreadyops_schema_owner;
 REVOKE EXECUTE ON FUNCTION
-    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
-    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
-    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
-    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
-    boardreadyops_installation_limit_stats(integer, timestamptz)
+    public.boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamptz),
+    public.boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamptz),
+    public.boardreadyops_outbox_block_installation(bigint, timestamptz, interval, interval, timestamptz),
+    public.boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
+    public.boardreadyops_outbox_limit_stats(integer, timestamptz)
 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
-    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
-    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
-    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
-    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
-    boardreadyops_installation_limit_stats(integer, timestamptz)
-TO boardreadyops_dispatcher;
-GRANT EXECUTE ON FUNCTION boardreadyops_installation_limit_stats(integer, timestamptz) TO boardreadyops_operator;
-GRANT SELECT, INSERT, UPDATE, DELETE ON github_installation_limits TO boardreadyops_admin;
-GRANT EXECUTE ON FUNCTION
-    boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval),
-    boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz),
-    boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz),
-    boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
-    boardreadyops_installation_limit_stats(integer, timestamptz)
-TO boardreadyops_admin;
+    public.boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamptz),
+    public.boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamptz),
+    public.boardreadyops_outbox_block_installation(bigint, timestamptz, interval, interval, timestamptz),
+    public.boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz),
+    public.boardreadyops_outbox_limit_stats(integer, timestamptz)
+TO boardreadyops_dispatcher, boardreadyops_admin;
+GRANT EXECUTE ON FUNCTION public.boardreadyops_outbox_limit_stats(integer, timestamptz) TO boardreadyops_operator;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.github_installation_limits TO boardreadyops_admin;
 
 -- +goose Down
-DROP FUNCTION boardreadyops_installation_limit_stats(integer, timestamptz);
-DROP FUNCTION boardreadyops_installation_limit_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz);
-DROP FUNCTION boardreadyops_installation_limit_block(bigint, timestamptz, interval, interval, timestamptz);
-DROP FUNCTION boardreadyops_installation_limit_release_batch(bigint[], interval, timestamptz);
-DROP FUNCTION boardreadyops_outbox_claim(text, integer, interval, timestamptz, integer, interval);
+DROP FUNCTION public.boardreadyops_outbox_limit_stats(integer, timestamptz);
+DROP FUNCTION public.boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamptz[], timestamptz);
+DROP FUNCTION public.boardreadyops_outbox_block_installation(bigint, timestamptz, interval, interval, timestamptz);
+DROP FUNCTION public.boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamptz);
+DROP FUNCTION public.boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamptz);
+-- 00017's claim, verbatim.
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_outbox_claim(
-    p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL)
-RETURNS SETOF control_plane_outbox
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
-AS $$
+CREATE OR REPLACE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS SETOF control_plane_outbox
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -383,13 +407,13 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH due AS (
-        SELECT o.id FROM control_plane_outbox o
+        SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'available' AND o.available_at <= v_now
         ORDER BY o.available_at, o.id
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = o.attempts + 1, updated_at = v_now,
         delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
@@ -397,7 +421,6 @@ BEGIN
     WHERE o.id = due.id
     RETURNING o.*;
 END;
-$$;
+$function$;
 -- +goose StatementEnd
-GRANT EXECUTE ON FUNCTION boardreadyops_outbox_claim(text, integer, interval, timestamptz) TO boardreadyops_dispatcher;
-DROP TABLE github_installation_limits;
+DROP TABLE public.github_installation_limits;

@@ -29,7 +29,7 @@ func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
 	if d.cfg.PerInstallation <= 0 {
 		return
 	}
-	if err := d.commit(ctx, "boardreadyops_installation_limit_release_batch", func(b *groupcommit.Batch, report func(error)) {
+	if err := d.commit(ctx, "boardreadyops_outbox_release_installation_batch", func(b *groupcommit.Batch, report func(error)) {
 		d.store.QueueRelease(b, e.InstallationID, d.cfg.MutationInterval, report)
 	}); err != nil {
 		d.logger.Warn("release installation pace failed; it frees itself when the lease ends", "installation_id", e.InstallationID,
