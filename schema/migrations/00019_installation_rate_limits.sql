@@ -103,6 +103,7 @@ DECLARE
     v_now           timestamptz := public.boardreadyops_clock_now(p_now);
     v_ids           bigint[];
     v_installations bigint[];
+    v_distinct      bigint[];
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -136,12 +137,12 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
+    v_distinct := ARRAY(SELECT DISTINCT i FROM unnest(v_installations) i ORDER BY i);
     -- An installation's first claim creates its row (in key order: concurrent claims creating
-    -- the same rows wait for each other instead of deadlocking).
+    -- the same rows wait for each other instead of deadlocking); for a known one the conflict
+    -- check is one index probe and nothing is written.
     INSERT INTO public.github_installation_limits (installation_id, updated_at)
-    SELECT DISTINCT i, v_now FROM unnest(v_installations) i
-    WHERE NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
-    ORDER BY i
+    SELECT i, v_now FROM unnest(v_distinct) i
     ON CONFLICT (installation_id) DO NOTHING;
 
     RETURN QUERY
@@ -149,7 +150,7 @@ BEGIN
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
         FROM public.github_installation_limits l
-        WHERE l.installation_id = ANY (v_installations)
+        WHERE l.installation_id = ANY (v_distinct)
           AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
           AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
           AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
@@ -191,8 +192,9 @@ $$;
 -- Deliveries of the given installations ended (one id per delivery, repeated for several): each
 -- frees its in-flight slot, and the installation's next claim waits p_mutation_interval from
 -- now — from the end of the request, so across replicas two mutations are never closer than
--- the interval, however long the first took or however late it was sent. Rows are locked in key
--- order (two replicas releasing the same installations never deadlock). Returns the
+-- the interval, however long the first took or however late it was sent. An installation's
+-- deliveries are in flight on one replica at a time, so two releases hardly ever share rows (if
+-- they do and deadlock, PostgreSQL fails one and the group commit runs it alone). Returns the
 -- installations released.
 -- +goose StatementBegin
 CREATE FUNCTION public.boardreadyops_outbox_release_installation_batch(
@@ -204,6 +206,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    v_id  bigint;
+    v_n   integer;
 BEGIN
     IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 installation ids per call' USING ERRCODE = '22023';
@@ -211,23 +215,19 @@ BEGIN
     IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
         RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY
-    WITH n AS (
-        SELECT i AS installation_id, count(*)::integer AS n FROM unnest(p_installation_ids) i GROUP BY i
-    ), locked AS (
-        SELECT l.installation_id FROM public.github_installation_limits l
-        WHERE l.installation_id IN (SELECT installation_id FROM n)
-        ORDER BY l.installation_id
-        FOR UPDATE
-    )
-    UPDATE public.github_installation_limits l
-    SET in_flight = greatest(CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END - n.n, 0),
-        next_allowed_at = CASE WHEN p_mutation_interval > interval '0'
-                               THEN greatest(l.next_allowed_at, v_now + p_mutation_interval) ELSE l.next_allowed_at END,
-        updated_at = v_now
-    FROM n, locked
-    WHERE l.installation_id = n.installation_id AND locked.installation_id = n.installation_id
-    RETURNING l.installation_id;
+    -- One keyed update per installation, in key order: a set-based join was planned as a scan
+    -- of the whole table once it held a few thousand installations.
+    FOR v_id, v_n IN SELECT i, count(*)::integer FROM unnest(p_installation_ids) i GROUP BY i ORDER BY i LOOP
+        UPDATE public.github_installation_limits l
+        SET in_flight = greatest(CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END - v_n, 0),
+            next_allowed_at = CASE WHEN p_mutation_interval > interval '0'
+                                   THEN greatest(l.next_allowed_at, v_now + p_mutation_interval) ELSE l.next_allowed_at END,
+            updated_at = v_now
+        WHERE l.installation_id = v_id;
+        IF FOUND THEN
+            RETURN NEXT v_id;
+        END IF;
+    END LOOP;
 END;
 $$;
 -- +goose StatementEnd

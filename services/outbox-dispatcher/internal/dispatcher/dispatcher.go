@@ -256,7 +256,11 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 		outcome = d.deliver(ctx, e)
 		d.limiter.release(e.InstallationID)
 	}
-	d.releasePace(ctx, e)
+	if outcome == OutcomeCompleted {
+		d.paceReleased() // with the completion, in its transaction
+	} else {
+		d.releasePace(ctx, e)
+	}
 	span.SetAttributes(attribute.String("boardreadyops.outcome", outcome))
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
 	if outcome == OutcomeCompleted {

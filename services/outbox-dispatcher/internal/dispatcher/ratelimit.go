@@ -22,9 +22,24 @@ func (d *Dispatcher) pace() outbox.Pace {
 	return outbox.Pace{PerInstallation: d.cfg.PerInstallation, MutationInterval: d.cfg.MutationInterval}
 }
 
-// releasePace ends a paced delivery in PostgreSQL: its installation's slot is freed and its next
-// claim waits the mutation interval from now. It runs after the delivery's request and recording,
-// whatever the outcome; if it fails, the slot frees itself when the claim's lease ends.
+// withRelease adds the end of a paced delivery to its completion's transaction: its
+// installation's slot is freed and its next claim waits the mutation interval from the commit.
+// One statement more in the same group commit, shared by the batch's completions, instead of a
+// transaction of its own. If the completion fails, so does the release (handle then releases
+// alone).
+func (d *Dispatcher) withRelease(e outbox.Effect, queue func(b *groupcommit.Batch, report func(error))) func(b *groupcommit.Batch, report func(error)) {
+	if d.cfg.PerInstallation <= 0 {
+		return queue
+	}
+	return func(b *groupcommit.Batch, report func(error)) {
+		queue(b, report)
+		// Its failure fails the transaction, which the completion's outcome reports.
+		d.store.QueueRelease(b, e.InstallationID, d.cfg.MutationInterval, func(error) {})
+	}
+}
+
+// releasePace ends a paced delivery that did not complete (deferred, retried, dead-lettered, …)
+// in a transaction of its own. If it fails, the slot frees itself when the claim's lease ends.
 func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
 	if d.cfg.PerInstallation <= 0 {
 		return
@@ -36,11 +51,17 @@ func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
 			"outbox_id", e.ID, "error", err)
 		return
 	}
-	// The installation may have more due effects, claimable once the interval is over: look then,
-	// rather than at the next poll (up to a poll interval later, for every paced effect).
-	if d.cfg.MutationInterval > 0 {
+	d.paceReleased()
+}
+
+// paceReleased: an installation's next effect becomes claimable one mutation interval from now;
+// look then, rather than at the next poll (up to a poll interval later, for every paced effect).
+func (d *Dispatcher) paceReleased() {
+	switch {
+	case d.cfg.PerInstallation <= 0:
+	case d.cfg.MutationInterval > 0:
 		time.AfterFunc(d.cfg.MutationInterval+time.Millisecond, d.Wake)
-	} else {
+	default:
 		d.Wake()
 	}
 }
