@@ -27,9 +27,12 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const appID = 424242
 
 type env struct {
-	t    *testing.T
-	ctx  context.Context
-	pool *pgxpool.Pool
+	t      *testing.T
+	ctx    context.Context
+	url    string // the test database, as the superuser
+	apiURL string // the simulator
+	key    []byte // the App's private key
+	pool   *pgxpool.Pool
 	sim  *githubsim.Simulator
 	gh   *githubapp.Client
 	reg  *prometheus.Registry
@@ -48,7 +51,11 @@ func setup(t *testing.T) *env {
 	t.Cleanup(sim.Close)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	e := &env{t: t, ctx: context.Background(), pool: pgtest.NewPool(t), sim: sim, reg: prometheus.NewRegistry()}
+	e := &env{t: t, ctx: context.Background(), url: pgtest.NewURL(t), apiURL: srv.URL, key: key, sim: sim, reg: prometheus.NewRegistry()}
+	if e.pool, err = pgxpool.New(e.ctx, e.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pool.Close)
 	e.gh, err = githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: time.Second,
 		ObserveRate: func(id int64, r githubapp.Rate) {
 			if d := e.first.Load(); d != nil {
@@ -67,6 +74,24 @@ func (e *env) dispatcher(lease time.Duration) *dispatcher.Dispatcher {
 
 // dispatcherWith builds a dispatcher whose config edit changes.
 func (e *env) dispatcherWith(lease time.Duration, edit func(*dispatcher.Config)) *dispatcher.Dispatcher {
+	return e.build(lease, edit, e.pool, e.gh)
+}
+
+// replica builds a dispatcher as a deployment runs one: its own connections, as a login of the
+// boardreadyops_dispatcher role, and its own GitHub client (reporting budgets to it).
+func (e *env) replica(lease time.Duration, edit func(*dispatcher.Config)) *dispatcher.Dispatcher {
+	e.t.Helper()
+	var d atomic.Pointer[dispatcher.Dispatcher]
+	gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: e.key, BaseURL: e.apiURL, Timeout: time.Second,
+		ObserveRate: func(id int64, r githubapp.Rate) { d.Load().ObserveRate(id, r) }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d.Store(e.build(lease, edit, pgtest.NewLoginPool(e.t, e.url, "boardreadyops_dispatcher"), gh))
+	return d.Load()
+}
+
+func (e *env) build(lease time.Duration, edit func(*dispatcher.Config), pool *pgxpool.Pool, gh *githubapp.Client) *dispatcher.Dispatcher {
 	e.n++
 	reg := prometheus.NewRegistry()
 	if e.n == 1 {
@@ -80,7 +105,7 @@ func (e *env) dispatcherWith(lease time.Duration, edit func(*dispatcher.Config))
 		RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute,
 	}
 	edit(&cfg)
-	d := dispatcher.New(cfg, e.pool, e.gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+	d := dispatcher.New(cfg, pool, gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
 	e.first.CompareAndSwap(nil, d)
 	return d
 }

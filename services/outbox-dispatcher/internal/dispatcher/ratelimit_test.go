@@ -12,17 +12,18 @@ import (
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
-// replicas runs n dispatchers with the given pace until stop is called.
+// replicas runs n dispatcher replicas (env.replica) with the given pace until stop is called.
 func (e *env) replicas(n int, edit func(*dispatcher.Config)) (stop func()) {
 	e.t.Helper()
 	ctx, cancel := context.WithCancel(e.ctx)
 	var wg sync.WaitGroup
 	for range n {
-		d := e.dispatcherWith(10*time.Second, edit)
+		d := e.replica(10*time.Second, edit)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = d.Run(ctx) }()
 	}
-	return func() { cancel(); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }
 }
 
 // waitFor polls cond until it holds (or fails the test after a minute and a half).
