@@ -23,7 +23,7 @@ import (
 )
 
 func main() {
-	out := flag.String("out", "schema/current", "directory to write the snapshot into (its *.sql files are replaced)")
+	out := flag.String("out", "schema/current", "directory to write the snapshot into (every file in it is replaced)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

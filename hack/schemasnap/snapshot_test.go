@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -27,7 +29,7 @@ func TestCommittedSnapshotIsCurrent(t *testing.T) {
 	committed := map[string]string{}
 	root := filepath.Join("..", "..", "schema", "current")
 	err = filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".sql") {
+		if err != nil || d.IsDir() {
 			return err
 		}
 		b, err := os.ReadFile(path)
@@ -138,4 +140,37 @@ func TestRouting(t *testing.T) {
 
 func section(name, kind, body string) string {
 	return "--\n-- Name: " + name + "; Type: " + kind + "; Schema: public; Owner: -\n--\n\n" + body + "\n\n\n"
+}
+
+// TestWriteReplacesOnlyASnapshot: a stale file of a snapshot goes, a directory that is not a
+// snapshot is left alone.
+func TestWriteReplacesOnlyASnapshot(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := map[string]string{"README.md": readmeTitle + "\n", "tables/t.sql": "-- t\n"}
+	if err := write(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "tables", "dropped.sql")
+	if err := os.WriteFile(stale, []byte("-- dropped\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(dir, files); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale file kept: %v", err)
+	}
+
+	other := t.TempDir()
+	keep := filepath.Join(other, "notes.txt")
+	if err := os.WriteFile(keep, []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(other, files); err == nil {
+		t.Error("wrote over a directory that holds no snapshot")
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("foreign file removed: %v", err)
+	}
 }
