@@ -19,6 +19,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 )
 
@@ -201,7 +203,8 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
 					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
 					"installation": map[string]any{"id": 60000 + r%installations},
-					"repository": map[string]any{"id": 700000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
+					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
+						"full_name": fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
 						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
 				})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

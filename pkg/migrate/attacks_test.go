@@ -69,12 +69,8 @@ func outboxState(t *testing.T, ctx context.Context, super *pgxpool.Pool, id int6
 func TestServicesCannotSetTheClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	dispatcher := pgtest.NewLoginPool(t, dbURL, "boardreadyops_dispatcher")
 	s := seedCheckRunCreate(t, ctx, super, 1000)
 
@@ -103,7 +99,7 @@ func TestServicesCannotSetTheClock(t *testing.T) {
 		lease_expires_at = now() - interval '1 minute' WHERE id = $1`, s.outboxID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = dispatcher.Exec(ctx, `SELECT boardreadyops_outbox_start_delivery($1, 'c', now() - interval '10 minutes')`, s.outboxID)
+	_, err := dispatcher.Exec(ctx, `SELECT boardreadyops_outbox_start_delivery($1, 'c', now() - interval '10 minutes')`, s.outboxID)
 	if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != "BR001" {
 		t.Fatalf("dispatcher passing a past time started a delivery on an expired lease: err %v", err)
 	}
@@ -262,5 +258,144 @@ func TestPlantedObjectsCannotHijackDefiners(t *testing.T) {
 	var result string
 	if err := super.QueryRow(ctx, `SELECT result::text FROM control_plane_outbox WHERE id = $1`, s.outboxID).Scan(&result); err != nil || result != `{"check_run_id": 4242}` {
 		t.Fatalf("completion result %s (%v), want the check run id", result, err)
+	}
+}
+
+// TestLifecycleCannotEnqueueArbitraryEffects: lifecycle's login tries to queue a workflow dispatch
+// (or its precursor, a release run with its check run) for a repository, workflow file and
+// installation of its choosing, by every route it used to have, and succeeds by none. Its one way
+// to create a run is a push job it holds, and that run is the delivery's.
+func TestLifecycleCannotEnqueueArbitraryEffects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
+	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
+	// The lifecycle's own installation 3000 with repository 3001 (configured: release.yml), and a
+	// victim: installation 4000, repository 4001.
+	own := seedCheckRunCreate(t, ctx, super, 3000)
+	seedCheckRunCreate(t, ctx, super, 4000)
+	if _, err := super.Exec(ctx, `DELETE FROM control_plane_outbox; DELETE FROM execution_attempts; DELETE FROM release_runs;
+		INSERT INTO repository_release_settings (repository_id, workflow_file) VALUES (3001, 'release.yml')`); err != nil {
+		t.Fatal(err)
+	}
+	payload := `{"release_run_id": "00000000-0000-0000-0000-000000000001", "repository_full_name": "octo-org/repo-4001",
+		"workflow_file": "deploy-production.yml", "ref": "refs/heads/main", "installation_id": 4000}`
+	for _, stmt := range []string{
+		`SELECT boardreadyops_outbox_enqueue('github.workflow.dispatch', gen_random_uuid(), gen_random_uuid(), 4000, '` + payload + `')`,
+		`SELECT boardreadyops_enqueue_control_plane_outbox('github.workflow.dispatch', gen_random_uuid(), gen_random_uuid(), 4000, '` + payload + `')`,
+		`SELECT boardreadyops_release_run_create(4001, 4000, 'refs/tags/v9', repeat('b', 40), 'deploy-production.yml', 'BoardReadyOps release')`,
+		`SELECT boardreadyops_create_release_run(4001, 4000, 'refs/tags/v9', repeat('b', 40), 'deploy-production.yml', 'BoardReadyOps release')`,
+		`INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status) VALUES (4001, 4000, 'refs/tags/v9', repeat('b', 40), 'deploy-production.yml', 'failed')`,
+		`INSERT INTO repository_release_settings (repository_id, workflow_file) VALUES (4001, 'deploy-production.yml')`,
+		`UPDATE repository_release_settings SET workflow_file = 'deploy-production.yml'`,
+		`UPDATE release_runs SET workflow_file = 'deploy-production.yml', repository_id = 4001, installation_id = 4000`,
+		`UPDATE execution_attempts SET status = 'pending'`,
+	} {
+		if _, err := lifecycle.Exec(ctx, stmt); !isDenied(err) {
+			t.Errorf("lifecycle login: %s: err %v, want permission denied", stmt, err)
+		}
+	}
+
+	// A push job for its own repository, claimed by worker lc.
+	var pushJob, pingJob int64
+	if err := super.QueryRow(ctx, `SELECT job_id FROM boardreadyops_webhook_accept('d-push', 'push', NULL, 3000, 3001,
+		'{"event": "push", "push": {"ref": "refs/tags/v1.2.3", "after": "`+strings.Repeat("c", 40)+`", "created": true}}', sha256('p'::bytea), NULL)`).Scan(&pushJob); err != nil {
+		t.Fatal(err)
+	}
+	if err := super.QueryRow(ctx, `SELECT job_id FROM boardreadyops_webhook_accept('d-ping', 'ping', NULL, 4000, 4001, '{}', sha256('q'::bytea), NULL)`).Scan(&pingJob); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := lifecycle.QueryRow(ctx, `SELECT count(*) FROM boardreadyops_job_claim('lc', 10, '1 minute')`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("claim: %d, %v", n, err)
+	}
+	fromPush := `SELECT boardreadyops_release_run_create_from_push($1, $2, 'deploy-production.yml', 'BoardReadyOps release')::text`
+	for _, c := range []struct {
+		job    int64
+		worker string
+		code   string
+	}{
+		{pushJob, "someone-else", "BR001"}, // a job it does not hold
+		{pingJob, "lc", "BR005"},           // not a push (the victim's repository)
+		{999999, "lc", "BR006"},            // no such job
+	} {
+		_, err := lifecycle.Exec(ctx, fromPush, c.job, c.worker)
+		if pgErr := (*pgconn.PgError)(nil); !errors.As(err, &pgErr) || pgErr.Code != c.code {
+			t.Errorf("create from job %d as %s: err %v, want %s", c.job, c.worker, err, c.code)
+		}
+	}
+	var runID string
+	if err := lifecycle.QueryRow(ctx, fromPush, pushJob, "lc").Scan(&runID); err != nil {
+		t.Fatal(err)
+	}
+	var repo, inst int64
+	var ref, sha, workflow string
+	if err := super.QueryRow(ctx, `SELECT repository_id, installation_id, ref, head_sha, workflow_file FROM release_runs WHERE id = $1`, runID).
+		Scan(&repo, &inst, &ref, &sha, &workflow); err != nil {
+		t.Fatal(err)
+	}
+	if repo != own.repositoryID || inst != own.installationID || ref != "refs/tags/v1.2.3" || sha != strings.Repeat("c", 40) || workflow != "release.yml" {
+		t.Errorf("run from the push: repository %d installation %d ref %s sha %s workflow %s; want the delivery's and the repository's setting",
+			repo, inst, ref, sha, workflow)
+	}
+	var effects string
+	if err := super.QueryRow(ctx, `SELECT coalesce(string_agg(effect_type || '@' || installation_id || ':' || (payload ->> 'repository_full_name'), ','), '') FROM control_plane_outbox`).
+		Scan(&effects); err != nil {
+		t.Fatal(err)
+	}
+	if want := "github.check_run.create@3000:octo-org/repo-3001"; effects != want {
+		t.Errorf("outbox after the attacks: %q, want only %q", effects, want)
+	}
+}
+
+// TestLifecycleFinishesOnlyTheDeliverysAttempt: a workflow_run delivery completes the attempt
+// whose recorded workflow run it is in the delivery's repository; a delivery from another
+// repository that carries the same workflow run id completes nothing.
+func TestLifecycleFinishesOnlyTheDeliverysAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
+	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
+	s := seedCheckRunCreate(t, ctx, super, 5000)
+	other := seedCheckRunCreate(t, ctx, super, 6000)
+	if _, err := super.Exec(ctx, `UPDATE release_runs SET status = 'running', check_run_id = 77 WHERE id = $1`, s.runID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := super.Exec(ctx, `UPDATE execution_attempts SET status = 'running', workflow_run_id = 8888, dispatched_at = now() WHERE id = $1`, s.attemptID); err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string, repository int64) int64 {
+		var job int64
+		if err := super.QueryRow(ctx, `SELECT job_id FROM boardreadyops_webhook_accept($1, 'workflow_run', 'completed', $2, $3,
+			'{"event": "workflow_run", "workflow_run": {"id": 8888, "conclusion": "success", "html_url": "https://github.com/octo-org/x/actions/runs/8888"}}',
+			sha256(convert_to($1::text, 'UTF8')), NULL)`, id, repository-1, repository).Scan(&job); err != nil {
+			t.Fatal(err)
+		}
+		return job
+	}
+	foreign := deliver("d-foreign", other.repositoryID)
+	genuine := deliver("d-genuine", s.repositoryID)
+	var n int
+	if err := lifecycle.QueryRow(ctx, `SELECT count(*) FROM boardreadyops_job_claim('lc', 10, '1 minute')`).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("claim: %d, %v", n, err)
+	}
+	finish := `SELECT outcome FROM boardreadyops_execution_attempt_finish($1, 'lc', 'BoardReadyOps release')`
+	var outcome string
+	if err := lifecycle.QueryRow(ctx, finish, foreign).Scan(&outcome); err != nil || outcome != "unmatched" {
+		t.Fatalf("workflow run of another repository: outcome %q (%v), want unmatched", outcome, err)
+	}
+	if err := lifecycle.QueryRow(ctx, finish, genuine).Scan(&outcome); err != nil || outcome != "completed" {
+		t.Fatalf("genuine completion: outcome %q (%v), want completed", outcome, err)
+	}
+	var status, payload string
+	if err := super.QueryRow(ctx, `SELECT r.status, o.payload::text FROM release_runs r JOIN control_plane_outbox o
+		ON o.release_run_id = r.id AND o.effect_type = 'github.check_run.complete' WHERE r.id = $1`, s.runID).Scan(&status, &payload); err != nil {
+		t.Fatal(err)
+	}
+	if status != "succeeded" || !strings.Contains(payload, `"check_run_id": 77`) || !strings.Contains(payload, `"repository_full_name": "octo-org/repo-5001"`) ||
+		!strings.Contains(payload, `"conclusion": "success"`) {
+		t.Errorf("run %s, check run completion %s", status, payload)
 	}
 }

@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -56,12 +57,8 @@ func functions(t *testing.T, pool *pgxpool.Pool) []function {
 func TestNoFunctionExecutableByPublic(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	pool, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	pool := pgtest.NewPool(t)
+	dbURL := pool.Config().ConnString()
 	fns := functions(t, pool)
 	for _, f := range fns {
 		if f.public {
@@ -130,12 +127,8 @@ func TestOwnerRole(t *testing.T) {
 func TestAuditIsAppendOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dbURL := pgtest.NewURL(t)
-	super, err := pgxpool.New(ctx, dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer super.Close()
+	super := pgtest.NewPool(t)
+	dbURL := super.Config().ConnString()
 	if _, err := super.Exec(ctx, `INSERT INTO control_plane_audit (operator, action, subject_type, subject_id, reason, from_status, to_status)
 		VALUES ('alice', 'job.replay', 'job', 1, 'why', 'dead_letter', 'available')`); err != nil {
 		t.Fatal(err)
@@ -215,6 +208,53 @@ func TestNoRoleMayCreateInPublic(t *testing.T) {
 		_, err := login.Exec(ctx, `CREATE FUNCTION public.format(text, text) RETURNS text LANGUAGE sql AS 'SELECT $1'`)
 		if !isDenied(err) || !strings.Contains(err.Error(), "schema public") {
 			t.Errorf("%q login created a function in public: err %v", role, err)
+		}
+	}
+}
+
+// unqualified finds, in a function body with its literals and comments removed, a table or
+// function of ours not written public.<name>.
+var unqualified = regexp.MustCompile(`(^|[^\w.])(installations|repositories|repository_release_settings|webhook_inbox|` +
+	`control_plane_jobs|release_runs|execution_attempts|control_plane_outbox|control_plane_audit|goose_db_version)\b|(^|[^\w.])(boardreadyops_\w+\s*\()`)
+
+// literalsAndComments matches SQL string literals, quoted identifiers and comments.
+var literalsAndComments = regexp.MustCompile(`'(?:[^']|'')*'|"[^"]*"|--[^\n]*|/\*(?s:.*?)\*/`)
+
+// TestPinnedSearchPaths: every function (definer, row rule, helper, deprecated wrapper, and any
+// later migration's) runs on search_path = pg_catalog, pg_temp, names our objects public.<name>
+// and takes its time from boardreadyops_clock_now. The clock itself is the exception: inlined,
+// hence no SET clause, and every name in it qualified.
+func TestPinnedSearchPaths(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(ctx, `
+		SELECT p.oid::regprocedure::text, p.proname, coalesce(array_to_string(p.proconfig, ';'), ''), p.prosrc
+		FROM pg_proc p WHERE p.pronamespace = 'public'::regnamespace
+		  AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fns, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Signature, Name, Config, Source string }])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fns {
+		code := literalsAndComments.ReplaceAllString(f.Source, "''")
+		if f.Name == "boardreadyops_clock_now" {
+			if f.Config != "" || strings.Contains(code, " now()") {
+				t.Errorf("%s: config %q; want no SET clause (inlined) and pg_catalog.now()", f.Signature, f.Config)
+			}
+			continue
+		}
+		if f.Config != "search_path=pg_catalog, pg_temp" {
+			t.Errorf("%s: config %q, want search_path=pg_catalog, pg_temp", f.Signature, f.Config)
+		}
+		if m := unqualified.FindStringSubmatch(code); m != nil {
+			t.Errorf("%s names %q without public.", f.Signature, strings.TrimSpace(m[0]))
+		}
+		if strings.Contains(code, "coalesce(p_now") {
+			t.Errorf("%s takes the caller's time: use public.boardreadyops_clock_now(p_now)", f.Signature)
 		}
 	}
 }

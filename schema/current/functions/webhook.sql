@@ -5,25 +5,25 @@
 -- FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_inbox bigint;
     v_job bigint;
 BEGIN
-    INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+    INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                payload_sha256, received_at, traceparent)
     VALUES (p_delivery_id, p_event, p_action, p_installation_id, p_repository_id, p_payload,
             p_payload_sha256, v_now, p_traceparent)
     ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
     RETURNING id INTO v_inbox;
     IF v_inbox IS NULL THEN
-        SELECT i.id INTO v_inbox FROM webhook_inbox i WHERE i.delivery_id = p_delivery_id;
+        SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = p_delivery_id;
         RETURN QUERY SELECT v_inbox, NULL::bigint, true;
         RETURN;
     END IF;
-    INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+    INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
     VALUES (p_event, v_inbox, v_now, v_now, v_now, p_traceparent)
     RETURNING id INTO v_job;
     RETURN QUERY SELECT v_inbox, v_job, false;
@@ -38,10 +38,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_
 -- FUNCTION boardreadyops_webhook_accept_batch(text[], text[], text[], bigint[], bigint[], jsonb[], bytea[], text[], timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(delivery_id text, inbox_id bigint, job_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_n integer := cardinality(p_delivery_ids);
 BEGIN
     IF v_n IS NULL OR v_n > 10000 THEN
@@ -59,17 +59,17 @@ BEGIN
                              p_payloads, p_payload_sha256s, p_traceparents) WITH ORDINALITY
             AS d(delivery_id, event, action, installation_id, repository_id, payload, payload_sha256, traceparent, ord)
     ), i AS (
-        INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+        INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                    payload_sha256, received_at, traceparent)
         SELECT d.delivery_id, d.event, d.action, d.installation_id, d.repository_id, d.payload,
                d.payload_sha256, v_now, d.traceparent
         FROM d ORDER BY d.ord
         ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
-        RETURNING webhook_inbox.id, webhook_inbox.delivery_id, webhook_inbox.event, webhook_inbox.traceparent
+        RETURNING public.webhook_inbox.id, public.webhook_inbox.delivery_id, public.webhook_inbox.event, public.webhook_inbox.traceparent
     ), j AS (
-        INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+        INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
         SELECT i.event, i.id, v_now, v_now, v_now, i.traceparent FROM i ORDER BY i.id
-        RETURNING control_plane_jobs.id, control_plane_jobs.inbox_id
+        RETURNING public.control_plane_jobs.id, public.control_plane_jobs.inbox_id
     )
     SELECT i.delivery_id, i.id, j.id FROM i JOIN j ON j.inbox_id = i.id;
 END;
@@ -83,6 +83,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids t
 -- FUNCTION boardreadyops_webhook_validate_row(text, text, text, bigint, bigint, jsonb, bytea, text)
 CREATE FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -128,6 +129,7 @@ END;
 $_$;
 
 -- ACL FUNCTION boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;

@@ -38,5 +38,11 @@ ALTER TABLE ONLY public.control_plane_audit
 -- INDEX control_plane_audit_subject_idx
 CREATE INDEX control_plane_audit_subject_idx ON public.control_plane_audit USING btree (subject_type, subject_id);
 
+-- TRIGGER control_plane_audit control_plane_audit_append_only
+CREATE TRIGGER control_plane_audit_append_only BEFORE DELETE OR UPDATE ON public.control_plane_audit FOR EACH STATEMENT EXECUTE FUNCTION public.boardreadyops_audit_refuse_change();
+
+-- TRIGGER control_plane_audit control_plane_audit_no_truncate
+CREATE TRIGGER control_plane_audit_no_truncate BEFORE TRUNCATE ON public.control_plane_audit FOR EACH STATEMENT EXECUTE FUNCTION public.boardreadyops_audit_refuse_change();
+
 -- ACL TABLE control_plane_audit
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.control_plane_audit TO boardreadyops_admin;
+GRANT SELECT,INSERT ON TABLE public.control_plane_audit TO boardreadyops_admin;

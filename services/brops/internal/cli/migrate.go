@@ -20,7 +20,9 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 Migrations are embedded in this binary. "up" takes a PostgreSQL advisory lock, so concurrent
 runners (two Helm hook Jobs) apply each migration once; with nothing pending it changes nothing.
-The connecting user must own the schema and be allowed to create roles (CREATEROLE).`,
+The connecting user is the migration user: a member of boardreadyops_schema_owner, which owns
+the schema (docs/operations.md, "Bootstrap"); it needs CREATEROLE only when the group roles do not
+exist yet. "up" refuses to run while schema public holds objects that neither created.`,
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:   "up",
