@@ -204,7 +204,7 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
 					"installation": map[string]any{"id": 60000 + r%installations},
 					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
-						"full_name": fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
+						"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
 						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
 				})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
