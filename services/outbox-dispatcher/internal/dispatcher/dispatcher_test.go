@@ -33,10 +33,10 @@ type env struct {
 	apiURL string // the simulator
 	key    []byte // the App's private key
 	pool   *pgxpool.Pool
-	sim  *githubsim.Simulator
-	gh   *githubapp.Client
-	reg  *prometheus.Registry
-	n    int
+	sim    *githubsim.Simulator
+	gh     *githubapp.Client
+	reg    *prometheus.Registry
+	n      int
 	// first is the first dispatcher built: the budgets the shared client observes go to it.
 	first atomic.Pointer[dispatcher.Dispatcher]
 }
