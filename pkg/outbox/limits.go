@@ -31,16 +31,8 @@ func (s *Store) ClaimPaced(ctx context.Context, db database.DBTX, worker string,
 	if pace.PerInstallation <= 0 {
 		return s.Claim(ctx, db, worker, limit, lease)
 	}
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim_paced($1, $2, $3, $4, $5, $6)`,
+	return claim(ctx, db, `SELECT `+Columns+` FROM boardreadyops_outbox_claim_paced($1, $2, $3, $4, $5, $6)`,
 		worker, limit, lease, pace.PerInstallation, pace.MutationInterval, s.now())
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
-	}
-	effects, err := pgx.CollectRows(rows, ScanEffect)
-	if err != nil {
-		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
-	}
-	return effects, nil
 }
 
 // Block blocks an installation for every replica after GitHub rate-limited it: until until, or,

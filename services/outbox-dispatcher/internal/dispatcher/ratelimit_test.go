@@ -70,6 +70,24 @@ func (e *env) completeRuns() {
 	}
 }
 
+// deliverRuns waits until the runs are dispatched, completes them as lifecycle would, waits until
+// their check runs are completed, stops the replicas and fails unless every effect completed (no
+// dead letter, no reconciliation).
+func (e *env) deliverRuns(runs int, stop func()) {
+	e.t.Helper()
+	e.waitFor("every run dispatched", func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == runs
+	})
+	e.completeRuns()
+	e.waitFor("every check run completed", func() bool {
+		return e.statuses()["github.check_run.complete/completed"] == runs
+	})
+	stop()
+	if st := e.statuses(); len(st) != 3 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs {
+		e.t.Fatalf("outbox %v, want every effect completed (no dead letter, no reconciliation)", st)
+	}
+}
+
 // exactlyOnce fails unless every execution attempt was dispatched to GitHub exactly once.
 func (e *env) exactlyOnce(runs int) {
 	e.t.Helper()
@@ -104,19 +122,9 @@ func TestThreeReplicasPaceOneInstallation(t *testing.T) {
 	}
 	stop := e.replicas(3, func(c *dispatcher.Config) { c.PerInstallation, c.MutationInterval = 1, interval })
 	defer stop()
-	e.waitFor("every run dispatched", func() bool {
-		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == runs
-	})
-	e.completeRuns()
-	e.waitFor("every check run completed", func() bool {
-		return e.statuses()["github.check_run.complete/completed"] == runs
-	})
-	stop()
+	e.deliverRuns(runs, stop)
 	if v := e.sim.Violations(); len(v) != 0 {
 		t.Fatalf("%d pacing violations, first %+v", len(v), v[0])
-	}
-	if st := e.statuses(); len(st) != 3 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs {
-		t.Fatalf("outbox %v, want every effect completed (no dead letter, no reconciliation)", st)
 	}
 	e.exactlyOnce(runs)
 	if n := e.sim.CheckRunCount(); n != runs {
@@ -224,17 +232,7 @@ func TestRateLimitStorm(t *testing.T) {
 	storm := time.AfterFunc(4*time.Second, e.sim.ClearFaults)
 	defer storm.Stop()
 	runs := installations * perInstallation
-	e.waitFor("every run dispatched", func() bool {
-		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == runs
-	})
-	e.completeRuns()
-	e.waitFor("every check run completed", func() bool {
-		return e.statuses()["github.check_run.complete/completed"] == runs
-	})
-	stop()
-	if st := e.statuses(); len(st) != 3 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs {
-		t.Fatalf("outbox %v, want every effect completed", st)
-	}
+	e.deliverRuns(runs, stop)
 	limitedRequests := 0
 	for _, j := range e.sim.Journal() {
 		if j.Status == 403 {
