@@ -113,13 +113,14 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	}
 	d := c.D
 	d.WorkerID = daemon.WorkerID("outbox-dispatcher")
-	d.BatchSize = min(d.BatchSize, d.Concurrency)
-	d.RecoverInterval = max(min(d.Lease/4, 15*time.Second), time.Second)
-	d.StatsInterval = 5 * time.Second
+	d.Unpaced = d.PerInstallation == 0 // BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=0: pacing off
 	// GitHub: at least a minute after a secondary limit that names no time, growing exponentially.
 	d.RateLimitBackoff, d.RateLimitMaxBackoff = time.Minute, 16*time.Minute
+	d.GitHub, d.Metrics, d.Tracer, d.Logger = gh, m, tracer, b.Logger
+	if disp, err = dispatcher.New(b.Pool, d); err != nil {
+		return err
+	}
 	b.Logger.Info("dispatcher starting", "worker_id", d.WorkerID, "github_api_url", c.GitHubURL, "concurrency", d.Concurrency,
 		"per_installation", d.PerInstallation, "mutation_interval", d.MutationInterval, "lease", d.Lease)
-	disp = dispatcher.New(d, b.Pool, gh, m, tracer, b.Logger)
 	return disp.Run(ctx)
 }

@@ -3,7 +3,6 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"sort"
 	"testing"
@@ -13,20 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
-
-// noopGitHub answers every request at once: the benchmark measures the queue machinery alone.
-type noopGitHub struct{}
-
-func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
-	return 1, true, nil
-}
-func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
-func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
 
 // createReleases creates n release runs (each with its github.check_run.create effect) over 50
 // repositories of 5 installations.
@@ -79,13 +68,13 @@ type benchResult struct {
 func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, want int) benchResult {
 	b.Helper()
 	reg := prometheus.NewRegistry()
-	// PerInstallation 0: the queue machinery as measured before per-installation pacing (issue 21;
+	// Unpaced: the queue machinery as measured before per-installation pacing (issue 21;
 	// hack/bench/pacing.sh measures pacing end to end).
-	d := dispatcher.New(dispatcher.Config{
-		WorkerID: "bench", Concurrency: inFlight, PerInstallation: 0, BatchSize: 64, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
+	d := newDispatcher(b, pool, dispatcher.Config{
+		WorkerID: "bench", Concurrency: inFlight, Unpaced: true, BatchSize: 64, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, Listen: false, MaxBackoff: time.Second, RecoverInterval: 5 * time.Second,
-		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release",
-	}, pool, gh, dispatcher.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("bench"), slog.New(slog.DiscardHandler))
+		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release", GitHub: gh, Metrics: dispatcher.NewMetrics(reg),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	start := time.Now()
@@ -182,7 +171,7 @@ func BenchmarkQueueMachinery(b *testing.B) {
 		pool := pgtest.NewPool(b)
 		createCompletions(b, pool, n)
 		b.StartTimer()
-		r := drain(b, pool, noopGitHub{}, 256, n)
+		r := drain(b, pool, dispatcher.NoopGitHub{}, 256, n)
 		b.StopTimer()
 		report(b, r)
 	}

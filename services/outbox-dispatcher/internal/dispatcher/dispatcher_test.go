@@ -97,16 +97,27 @@ func (e *env) build(lease time.Duration, edit func(*dispatcher.Config), pool *pg
 	if e.n == 1 {
 		reg = e.reg // the first dispatcher's metrics are inspected by the tests
 	}
-	m := dispatcher.NewMetrics(reg)
 	cfg := dispatcher.Config{
 		WorkerID: fmt.Sprintf("dispatcher-%d", e.n), Concurrency: 16, PerInstallation: 8, BatchSize: 16, Lease: lease,
 		PollInterval: 20 * time.Millisecond, Listen: true, MaxBackoff: time.Second, RecoverInterval: 100 * time.Millisecond,
 		StatsInterval: 50 * time.Millisecond, CheckRunName: "BoardReadyOps release",
 		RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute,
+		GitHub: gh, Metrics: dispatcher.NewMetrics(reg),
 	}
 	edit(&cfg)
-	d := dispatcher.New(cfg, pool, gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+	d := newDispatcher(e.t, pool, cfg)
 	e.first.CompareAndSwap(nil, d)
+	return d
+}
+
+// newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
+func newDispatcher(tb testing.TB, pool *pgxpool.Pool, cfg dispatcher.Config) *dispatcher.Dispatcher {
+	tb.Helper()
+	cfg.Tracer, cfg.Logger = telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler)
+	d, err := dispatcher.New(pool, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return d
 }
 

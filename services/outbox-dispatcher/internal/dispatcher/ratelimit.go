@@ -16,7 +16,7 @@ const maxBlock = 110 * time.Minute
 
 // pace is the claim's per-installation bound (the zero Pace when pacing is off).
 func (d *Dispatcher) pace() outbox.Pace {
-	if d.cfg.PerInstallation <= 0 {
+	if d.cfg.Unpaced {
 		return outbox.Pace{}
 	}
 	return outbox.Pace{PerInstallation: d.cfg.PerInstallation, MutationInterval: d.cfg.MutationInterval}
@@ -28,7 +28,7 @@ func (d *Dispatcher) pace() outbox.Pace {
 // transaction of its own. If the completion fails, so does the release (handle then releases
 // alone).
 func (d *Dispatcher) withRelease(e outbox.Effect, queue func(b *groupcommit.Batch, report func(error))) func(b *groupcommit.Batch, report func(error)) {
-	if d.cfg.PerInstallation <= 0 {
+	if d.cfg.Unpaced {
 		return queue
 	}
 	return func(b *groupcommit.Batch, report func(error)) {
@@ -41,7 +41,7 @@ func (d *Dispatcher) withRelease(e outbox.Effect, queue func(b *groupcommit.Batc
 // releasePace ends a paced delivery that did not complete (deferred, retried, dead-lettered, …)
 // in a transaction of its own. If it fails, the slot frees itself when the claim's lease ends.
 func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
-	if d.cfg.PerInstallation <= 0 {
+	if d.cfg.Unpaced {
 		return
 	}
 	if err := d.commit(ctx, "boardreadyops_outbox_release_installation_batch", func(b *groupcommit.Batch, report func(error)) {
@@ -58,7 +58,7 @@ func (d *Dispatcher) releasePace(ctx context.Context, e outbox.Effect) {
 // look then, rather than at the next poll (up to a poll interval later, for every paced effect).
 func (d *Dispatcher) paceReleased() {
 	switch {
-	case d.cfg.PerInstallation <= 0:
+	case d.cfg.Unpaced:
 	case d.cfg.MutationInterval > 0:
 		time.AfterFunc(d.cfg.MutationInterval+time.Millisecond, d.Wake)
 	default:
