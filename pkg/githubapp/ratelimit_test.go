@@ -92,7 +92,7 @@ func TestRateLimitShapes(t *testing.T) {
 		{"primary 429, remaining 0", githubsim.OpDispatchWorkflow, 429, budget(0),
 			body(primaryMsg, docPrimary), "reset", githubapp.RateLimited, "reset", false},
 		{"primary 403 on the token request", githubsim.OpCreateToken, 403, budget(0),
-			body(primaryMsg, docPrimary), "dead letter", githubapp.RateLimited, "reset", false},
+			body(primaryMsg, docPrimary), "reset", githubapp.RateLimited, "reset", false},
 		{"403 that is no rate limit", githubsim.OpCreateCheckRun, 403, budget(4990),
 			body("Resource not accessible by integration", "https://docs.github.com/rest/checks/runs#create-a-check-run"),
 			"dead letter", githubapp.Rejected, "", false},
