@@ -135,10 +135,15 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 	return *id, true, nil
 }
 
-// Claim leases up to limit due effects to worker for lease. Each claim spends one attempt.
+// Claim leases up to limit due effects to worker for lease, unpaced (ClaimPaced). Effects of an
+// installation blocked by a rate limit are not claimed. Each claim spends one attempt.
 func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration) ([]Effect, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4)`,
-		worker, limit, lease, s.now())
+	return claim(ctx, db, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4)`, worker, limit, lease, s.now())
+}
+
+// claim runs one claim function and scans the effects it leased.
+func claim(ctx context.Context, db database.DBTX, sql string, args ...any) ([]Effect, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
 	}

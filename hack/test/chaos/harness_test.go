@@ -132,7 +132,10 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	// reconciliation is retried soon after the operator resolves it.
 	add("lifecycle", "BOARDREADYOPS_LIFECYCLE_LEASE=5s", "BOARDREADYOPS_JOB_MAX_BACKOFF=2s")
 	dispatcherEnv := []string{"BOARDREADYOPS_GITHUB_API_URL=" + e.gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=" + e.keyFile,
-		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s"}
+		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s",
+		// Paced as in production (one request per installation at once), with a shorter interval
+		// than GitHub's second so that three installations' load finishes within the test.
+		"BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL=20ms"}
 	for i := 2; i <= opts.dispatchers; i++ {
 		// Further replicas: the same binary and settings; they coordinate only through the database.
 		add("outbox-dispatcher", dispatcherEnv...)

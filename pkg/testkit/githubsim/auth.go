@@ -101,6 +101,11 @@ func (s *Simulator) repoAuth(next func(w http.ResponseWriter, r *http.Request, i
 			return
 		}
 		info.installationID = t.installationID
+		limited, done := s.limit(w, r, t.installationID)
+		defer done()
+		if limited {
+			return
+		}
 		handled, w := s.applyFault(w, r, info)
 		if handled {
 			return

@@ -67,6 +67,9 @@ type Simulator struct {
 	faults        []*Fault
 	journal       []Entry
 	dispatches    map[string]int // by execution_attempt_id input
+	limits        Limits
+	budgets       map[int64]*budget
+	violations    []Violation
 	nextID        atomic.Int64
 
 	webhooks *webhookQueue
@@ -115,6 +118,7 @@ func New(opts Options) *Simulator {
 		opts: opts, mux: http.NewServeMux(), now: time.Now,
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
+		budgets: map[int64]*budget{},
 	}
 	// Ids never repeat across restarts, as GitHub's: a local database outlives the simulator, and
 	// a reused workflow run id would (rightly) be refused there. 100,000 ids per second of wall

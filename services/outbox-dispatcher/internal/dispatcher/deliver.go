@@ -90,9 +90,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			return d.failed(ctx, e, err, true)
 		}
 		var next int64
-		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunCreate(b, e.ID, d.cfg.WorkerID, id, func(n int64, err error) { next = n; report(err) })
-		})
+		}))
 		if next != 0 {
 			d.Wake() // the workflow dispatch it enqueued is due now
 		}
@@ -105,9 +105,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
-		})
+		}))
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
 			// GitHub created the run, but the attempt cannot take it: an operator decides.
 			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -128,9 +128,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
-		})
+		}))
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}
 	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -171,17 +171,9 @@ func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string
 // delivered; a workflow dispatch needs reconciliation instead.
 func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, replaySafe bool) string {
 	msg := err.Error()
-	var ge *githubapp.Error
-	errors.As(err, &ge)
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
-		until := ge.RetryAt
-		if latest := time.Now().Add(110 * time.Minute); until.After(latest) {
-			until = latest
-		}
-		d.limiter.block(e.InstallationID, until)
-		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		return d.record(ctx, e, d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
+		return d.rateLimited(ctx, e, err)
 	case githubapp.Rejected:
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
 	case githubapp.MaybeDelivered:
