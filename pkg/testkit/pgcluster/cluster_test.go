@@ -183,3 +183,32 @@ func TestInterruptResume(t *testing.T) {
 		t.Fatalf("rows after two restarts = %d, %v; want 2", n, err)
 	}
 }
+
+// A transaction-pooling PgBouncer pools the cluster's databases; statements that name no
+// prepared statement work through it, and its version is known.
+func TestBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	b, err := c.StartBouncer(ctx, pgcluster.BouncerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	conn, err := pgx.Connect(ctx, b.URL("postgres")+"&default_query_exec_mode=exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var port int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Port() {
+		t.Fatalf("through the pooler: server port %d, %v; want %d", port, err, c.Port())
+	}
+	if v, err := pgcluster.BouncerVersion(); err != nil || v == "" {
+		t.Fatalf("version %q, %v", v, err)
+	}
+}
