@@ -72,7 +72,9 @@ type env struct {
 	svc                 map[string]*proctest.Process
 
 	mu        sync.Mutex
-	acked     map[string]bool // delivery ids answered 2xx
+	acked     map[string]bool      // delivery ids answered 2xx
+	ackedAt   map[string]time.Time // when deliver saw the 2xx
+	ackedBody map[string][]byte    // what deliver sent (for the failover scenarios' redelivery)
 	crashes   int
 	retries   int
 	extraRuns int            // release runs created beyond the load (the mid-request crash's push)
@@ -93,7 +95,7 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	t.Helper()
 	dir := t.TempDir()
 	bin := binaries(t)
-	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, poisonOut: map[string]int{}, svc: map[string]*proctest.Process{}}
+	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, ackedBody: map[string][]byte{}, poisonOut: map[string]int{}, svc: map[string]*proctest.Process{}}
 	var err error
 	if e.pool, err = pgxpool.New(context.Background(), e.dbURL); err != nil {
 		t.Fatal(err)
@@ -262,6 +264,8 @@ func (e *env) deliver(event string, payload any) {
 		if code >= 200 && code < 300 {
 			e.mu.Lock()
 			e.acked[id] = true
+			e.ackedAt[id] = time.Now()
+			e.ackedBody[id] = body
 			e.mu.Unlock()
 			return
 		}
