@@ -50,14 +50,20 @@ $(TOOLS)/controller-gen:
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 .PHONY: generate
-generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, and its CRD and RBAC rules into the chart
+generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its CRD and RBAC rules into the chart, and the schema snapshot schema/current (needs PostgreSQL 15)
 	cd services/operator && $(TOOLS)/controller-gen object paths=./api/...
 	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/crds
 	cd services/operator && $(TOOLS)/controller-gen rbac:roleName=boardreadyops-operator paths=./internal/controller/... output:rbac:dir=$(CURDIR)/$(CHART)/files
+	PATH="$(PG15_BIN):$$PATH" go run ./hack/schemasnap -out schema/current
+
+# The schema snapshot is generated with PostgreSQL 15 (Debian 12's postgresql); its bin directory
+# goes first on PATH when present.
+PG15_BIN     ?= /usr/lib/postgresql/15/bin
+GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/current
 
 .PHONY: verify-generate
-verify-generate: generate ## Fail when generated files differ from what is committed
-	@git diff --exit-code -- services/operator/api $(CHART)/crds $(CHART)/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)
+	@git diff --exit-code -- $(GENERATED) && test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --short -- $(GENERATED); echo "generated files are stale: run make generate and commit"; exit 1; }
 
 IMAGE_REGISTRY ?= ghcr.io/boardreadyops
 IMAGE_TAG      ?= dev

@@ -7,9 +7,9 @@ import (
 	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
-// Metrics are the dispatcher's instruments: the seed's aggregate queue metrics, with labels only
-// from closed sets (state, effect_type, outcome, operation, status_class) — never installation,
-// repository, delivery or payload dimensions.
+// Metrics are the dispatcher's instruments: the outbox specification's aggregate queue metrics,
+// with labels only from closed sets (state, effect_type, outcome, operation, status_class) —
+// never installation, repository, delivery or payload dimensions.
 type Metrics struct {
 	effects       *prometheus.GaugeVec
 	oldestAge     prometheus.Gauge
@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"effect_type"}),
 		claimDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boardreadyops_outbox_claim_duration_seconds",
-			Help:    "Claim latency: duration of one outbox claim query (the seed's broker trigger watches > 250 ms).",
+			Help:    "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md).",
 			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
 		}),
 		processed: f.NewCounterVec(prometheus.CounterOpts{
