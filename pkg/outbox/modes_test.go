@@ -25,7 +25,7 @@ func TestEnqueueInUndescribedQueryModes(t *testing.T) {
 			}
 			t.Cleanup(pool.Close)
 			b.pool = pool
-			r := seedRun(t, ctx, b)
+			r := createRun(t, ctx, b)
 			id, ok, err := b.store.Enqueue(context.Background(), pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunCreate,
 				ReleaseRunID: r.ID, InstallationID: r.InstallationID, Payload: map[string]any{"head_sha": "abc"}})
 			if err != nil || !ok || id == 0 {
