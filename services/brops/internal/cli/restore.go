@@ -108,5 +108,5 @@ func redeliverCommand(ago time.Duration) string {
 	if ago == 72*time.Hour {
 		s = "72h" // GitHub keeps three days; anything older is gone
 	}
-	return "brops webhooks redeliver --since " + s
+	return "brops webhooks redeliver --include-delivered --since " + s
 }

@@ -55,7 +55,7 @@ func TestRestoreFence(t *testing.T) {
 	if len(got) != 2 || got[leased] != "leased" || got[available] != "available" {
 		t.Fatalf("fenced %v, want %d (leased) and %d (available)", got, leased, available)
 	}
-	if res.Redeliver != "brops webhooks redeliver --since 12m" {
+	if res.Redeliver != "brops webhooks redeliver --include-delivered --since 12m" {
 		t.Errorf("redeliver command %q", res.Redeliver)
 	}
 	for id, want := range map[int64]string{leased: outbox.StatusReconciliationRequired, available: outbox.StatusReconciliationRequired, old: outbox.StatusAvailable} {
@@ -70,7 +70,7 @@ func TestRestoreFence(t *testing.T) {
 	}
 	// The table output says what to do next; a second run fences nothing.
 	code, out, _ = run(t, o.env, "restore", "fence", "--since", since)
-	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --since") {
+	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --include-delivered --since") {
 		t.Fatalf("second fence: exit %d\n%s", code, out)
 	}
 }
