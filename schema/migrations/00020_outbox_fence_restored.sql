@@ -11,6 +11,14 @@
 -- Check-run effects are left alone: their creation lists before it creates, their completion is
 -- an idempotent PATCH.
 --
+-- The fence also opens a hold (a restore_fences row) until brops restore close: deliveries GitHub
+-- sent after the restore point come back by redelivery, and their pushes create release runs the
+-- old deployment may already have dispatched under other ids. While a hold is open, a trigger
+-- inserts every new first-generation workflow dispatch directly in reconciliation_required
+-- (delivery_started_at = the window's start), so brops reconcile inspect can find the earlier
+-- incarnation's run for the same tag and the operator adopts it instead of releasing twice. A
+-- superseding dispatch (generation > 0, after an operator's --not-dispatched) is not held.
+--
 -- The audit action list gains 'outbox.restore_fence'. Swapping the CHECK locks control_plane_audit
 -- (ACCESS EXCLUSIVE) until the migration commits and reads its rows once: it is written only by
 -- operator actions (replay, resolve, fence), never by the services' hot path, so nothing waits
@@ -24,6 +32,64 @@ ALTER TABLE public.control_plane_audit DROP CONSTRAINT control_plane_audit_actio
 ALTER TABLE public.control_plane_audit ADD CONSTRAINT control_plane_audit_action_check CHECK (action IN (
     'outbox.replay', 'job.replay', 'outbox.reconciliation.repair', 'outbox.reconciliation.supersede',
     'outbox.restore_fence'));
+
+CREATE TABLE public.restore_fences (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    window_start timestamptz NOT NULL,
+    fenced_at timestamptz NOT NULL,
+    operator text NOT NULL CHECK (length(btrim(operator)) BETWEEN 1 AND 200),
+    reason text NOT NULL CHECK (length(btrim(reason)) BETWEEN 1 AND 2000),
+    closed_at timestamptz,
+    closed_by text CHECK (length(btrim(closed_by)) BETWEEN 1 AND 200),
+    CHECK ((closed_at IS NULL) = (closed_by IS NULL))
+);
+CREATE INDEX restore_fences_open_idx ON public.restore_fences (id) WHERE closed_at IS NULL;
+GRANT SELECT ON public.restore_fences TO boardreadyops_admin;
+
+-- +goose StatementBegin
+CREATE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_window timestamptz;
+BEGIN
+    SELECT f.window_start INTO v_window FROM public.restore_fences f WHERE f.closed_at IS NULL ORDER BY f.id DESC LIMIT 1;
+    IF FOUND THEN
+        NEW.status := 'reconciliation_required';
+        NEW.delivery_started_at := v_window;
+        NEW.last_error := 'restore fence open since ' || v_window::text
+            || ': this release may have been dispatched before the restore under other ids; inspect and resolve';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+-- +goose StatementEnd
+CREATE TRIGGER control_plane_outbox_hold_fenced_dispatch BEFORE INSERT ON public.control_plane_outbox
+    FOR EACH ROW WHEN (NEW.effect_type = 'github.workflow.dispatch' AND NEW.generation = 0)
+    EXECUTE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch();
+
+-- +goose StatementBegin
+CREATE FUNCTION public.boardreadyops_outbox_fence_close(p_operator text)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'closing the fence needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    UPDATE public.restore_fences SET closed_at = now(), closed_by = p_operator WHERE closed_at IS NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 CREATE FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamptz, p_operator text, p_reason text)
@@ -44,6 +110,7 @@ BEGIN
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'the fence needs a reason' USING ERRCODE = '22023';
     END IF;
+    INSERT INTO public.restore_fences (window_start, fenced_at, operator, reason) VALUES (p_since, v_now, p_operator, p_reason);
     RETURN QUERY
     WITH fenced AS (
         SELECT o.id, o.status FROM public.control_plane_outbox o
@@ -74,16 +141,26 @@ $$;
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'boardreadyops_schema_owner') THEN
+        ALTER TABLE public.restore_fences OWNER TO boardreadyops_schema_owner;
+        ALTER FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() OWNER TO boardreadyops_schema_owner;
+        ALTER FUNCTION public.boardreadyops_outbox_fence_close(text) OWNER TO boardreadyops_schema_owner;
         ALTER FUNCTION public.boardreadyops_outbox_fence_restored(timestamptz, text, text) OWNER TO boardreadyops_schema_owner;
     END IF;
 END;
 $$;
 -- +goose StatementEnd
+REVOKE EXECUTE ON FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION public.boardreadyops_outbox_fence_close(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.boardreadyops_outbox_fence_close(text) TO boardreadyops_admin;
 REVOKE EXECUTE ON FUNCTION public.boardreadyops_outbox_fence_restored(timestamptz, text, text) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION public.boardreadyops_outbox_fence_restored(timestamptz, text, text) TO boardreadyops_admin;
 
 -- +goose Down
 DROP FUNCTION public.boardreadyops_outbox_fence_restored(timestamptz, text, text);
+DROP FUNCTION public.boardreadyops_outbox_fence_close(text);
+DROP TRIGGER control_plane_outbox_hold_fenced_dispatch ON public.control_plane_outbox;
+DROP FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch();
+DROP TABLE public.restore_fences;
 -- +goose StatementBegin
 DO $$
 BEGIN

@@ -344,6 +344,27 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_fence_close(text)
+CREATE FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'closing the fence needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    UPDATE public.restore_fences SET closed_at = now(), closed_by = p_operator WHERE closed_at IS NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_fence_close(p_operator text)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_fence_restored(timestamp with time zone, text, text)
 CREATE FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) RETURNS TABLE(id bigint, release_run_id uuid, execution_attempt_id uuid, created_at timestamp with time zone, from_status text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -361,6 +382,7 @@ BEGIN
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'the fence needs a reason' USING ERRCODE = '22023';
     END IF;
+    INSERT INTO public.restore_fences (window_start, fenced_at, operator, reason) VALUES (p_since, v_now, p_operator, p_reason);
     RETURN QUERY
     WITH fenced AS (
         SELECT o.id, o.status FROM public.control_plane_outbox o
@@ -389,6 +411,28 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_hold_fenced_dispatch()
+CREATE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_window timestamptz;
+BEGIN
+    SELECT f.window_start INTO v_window FROM public.restore_fences f WHERE f.closed_at IS NULL ORDER BY f.id DESC LIMIT 1;
+    IF FOUND THEN
+        NEW.status := 'reconciliation_required';
+        NEW.delivery_started_at := v_window;
+        NEW.last_error := 'restore fence open since ' || v_window::text
+            || ': this release may have been dispatched before the restore under other ids; inspect and resolve';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_hold_fenced_dispatch()
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() FROM PUBLIC;
 
 -- FUNCTION boardreadyops_outbox_lock_leased(bigint, text, text)
 CREATE FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) RETURNS public.control_plane_outbox

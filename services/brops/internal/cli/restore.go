@@ -89,6 +89,7 @@ for the deliveries the restored database never received.`,
 					fmt.Fprintln(w, "next: brops reconcile list, then brops reconcile inspect ID / resolve ID for each")
 				}
 				fmt.Fprintf(w, "then recover the deliveries GitHub sent after the restore point:\n  %s\n", res.Redeliver)
+				fmt.Fprintln(w, "new workflow dispatches wait in reconciliation_required until: brops restore close")
 			})
 		},
 	}
@@ -96,7 +97,35 @@ for the deliveries the restored database never received.`,
 	fence.Flags().DurationVar(&margin, "margin", 15*time.Minute, "safety margin before --since")
 	fence.Flags().StringVar(&reason, "reason", "point-in-time restore", "why (audited)")
 	g.operatorFlag(fence, &operator)
-	cmd.AddCommand(fence)
+	var closeOperator string
+	closeCmd := &cobra.Command{
+		Use:   "close",
+		Short: "End the hold the fence opened, once the redelivered deliveries are processed",
+		Long: `While a fence's hold is open, every new workflow dispatch waits in reconciliation_required:
+a redelivered push creates a new release run, which the old deployment may already have
+dispatched under other ids, and a check-run creation restored mid-way enqueues a dispatch the old
+deployment sent. Close the hold once brops webhooks redeliver has run, lifecycle has processed the
+redeliveries and the dispatchers have done the pending check-run creations (brops stats: no
+available jobs, no available github.check_run.create); new releases then dispatch again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(closeOperator) == "" {
+				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			var n int
+			if err := pool.QueryRow(cmd.Context(), `SELECT boardreadyops_outbox_fence_close($1)`, closeOperator).Scan(&n); err != nil {
+				return fmt.Errorf("close restore fence: %w", err)
+			}
+			return g.render(map[string]int{"closed": n}, func(w io.Writer) { fmt.Fprintf(w, "%d restore fence holds closed\n", n) })
+		},
+	}
+	g.operatorFlag(closeCmd, &closeOperator)
+	cmd.AddCommand(fence, closeCmd)
 	return cmd
 }
 

@@ -74,3 +74,24 @@ func TestRestoreFence(t *testing.T) {
 		t.Fatalf("second fence: exit %d\n%s", code, out)
 	}
 }
+
+// While the fence's hold is open a new first-generation dispatch is created in
+// reconciliation_required; after brops restore close it is created available again.
+func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	held, _ := o.enqueueDispatch()
+	if s := o.status(held); s != outbox.StatusReconciliationRequired {
+		t.Fatalf("dispatch created during the hold is %s", s)
+	}
+	if code, out, _ := run(t, o.env, "restore", "close"); code != 0 || !strings.Contains(out, "1 restore fence holds closed") {
+		t.Fatalf("close: %d %s", code, out)
+	}
+	free, _ := o.enqueueDispatch()
+	if s := o.status(free); s != outbox.StatusAvailable {
+		t.Fatalf("dispatch created after the hold is %s, want available", s)
+	}
+}
