@@ -74,6 +74,15 @@ func (r *Runner) Up(ctx context.Context) ([]Result, error) {
 	return convert(res), nil
 }
 
+// UpTo applies the pending migrations up to and including version.
+func (r *Runner) UpTo(ctx context.Context, version int64) ([]Result, error) {
+	res, err := r.provider.UpTo(ctx, version)
+	if err != nil {
+		return convert(res), fmt.Errorf("migrate up to %d: %w", version, err)
+	}
+	return convert(res), nil
+}
+
 // Down rolls back the newest applied migration. Meant for development: roles are cluster-wide
 // and are never dropped.
 func (r *Runner) Down(ctx context.Context) ([]Result, error) {
