@@ -25,12 +25,15 @@ import (
 func main() {
 	out := flag.String("out", "schema/current", "directory to write the snapshot into (every file in it is replaced)")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	files, err := snapshot(ctx)
-	if err == nil {
-		err = write(*out, files)
-	}
+	err := func() error {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		files, err := snapshot(ctx)
+		if err != nil {
+			return err
+		}
+		return write(*out, files)
+	}()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "schemasnap:", err)
 		os.Exit(1)

@@ -12,8 +12,8 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // setupCommitter is setup with a group committer whose pool records its batches.

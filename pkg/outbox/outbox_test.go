@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {

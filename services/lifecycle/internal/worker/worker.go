@@ -369,7 +369,7 @@ var errPermanent = errors.New("permanent job failure")
 // process (or its batch) down.
 func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (res handler.Result, err error) {
 	if row.err != nil {
-		return handler.Result{}, fmt.Errorf("%w: %v", errPermanent, row.err)
+		return handler.Result{}, fmt.Errorf("%w: %w", errPermanent, row.err)
 	}
 	if row.receivedAt.IsZero() {
 		return handler.Result{}, fmt.Errorf("%w: inbox row %d is missing", errPermanent, j.InboxID)

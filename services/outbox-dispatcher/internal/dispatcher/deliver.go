@@ -172,8 +172,8 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
 		until := ge.RetryAt
-		if max := time.Now().Add(110 * time.Minute); until.After(max) {
-			until = max
+		if latest := time.Now().Add(110 * time.Minute); until.After(latest) {
+			until = latest
 		}
 		d.limiter.block(e.InstallationID, until)
 		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
