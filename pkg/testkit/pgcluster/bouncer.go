@@ -176,7 +176,7 @@ func (b *Bouncer) waitReady(ctx context.Context) error {
 	for {
 		select {
 		case <-b.exited:
-			return fmt.Errorf("pgbouncer exited during start-up (%v); log:\n%s", b.waitErr, b.Log())
+			return fmt.Errorf("pgbouncer exited during start-up (%w); log:\n%s", b.waitErr, b.Log())
 		default:
 		}
 		conn, err := pgx.Connect(ctx, b.URL("postgres")+"&default_query_exec_mode=exec")
@@ -187,7 +187,7 @@ func (b *Bouncer) waitReady(ctx context.Context) error {
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgbouncer not ready: %w (last error: %v); log:\n%s", ctx.Err(), lastErr, b.Log())
+			return fmt.Errorf("pgbouncer not ready: %w (last error: %w); log:\n%s", ctx.Err(), lastErr, b.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

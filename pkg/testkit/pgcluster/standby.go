@@ -2,6 +2,7 @@ package pgcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -73,8 +74,11 @@ func (c *Cluster) Promote(ctx context.Context) error {
 	}
 	defer conn.Close(ctx)
 	var ok bool
-	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil || !ok {
-		return fmt.Errorf("promote: %v (promoted: %v)", err, ok)
+	if err := conn.QueryRow(ctx, "SELECT pg_promote(true, 60)").Scan(&ok); err != nil {
+		return fmt.Errorf("promote: %w", err)
+	}
+	if !ok {
+		return errors.New("promote: the standby was not promoted within 60 s")
 	}
 	return nil
 }
@@ -95,7 +99,10 @@ func (c *Cluster) WaitStreaming(ctx context.Context, standby string, sync bool) 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("standby %s not streaming (state %q, sync_state %q, %v)", standby, state, syncState, err)
+			if err != nil {
+				return fmt.Errorf("standby %s not streaming: %w", standby, err)
+			}
+			return fmt.Errorf("standby %s not streaming (state %q, sync_state %q)", standby, state, syncState)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
