@@ -31,19 +31,7 @@ type pair struct {
 func newPair(t *testing.T, sync bool) *pair {
 	t.Helper()
 	ctx := context.Background()
-	p, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	m, err := migrate.Open(p.URL("postgres"), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = m.Close()
+	p := startMigrated(t, pgcluster.Options{Durable: true})
 	s, err := p.StartStandby(ctx, "standby1")
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +60,27 @@ func newPair(t *testing.T, sync bool) *pair {
 		Path:     "/postgres",
 		RawQuery: "sslmode=disable&target_session_attrs=read-write&connect_timeout=2"}
 	return &pair{primary: p, standby: s, url: u.String()}
+}
+
+// startMigrated starts a private cluster (stopped when the test ends) and migrates its postgres
+// database.
+func startMigrated(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	m, err := migrate.Open(c.URL("postgres"), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // firstAckAfter is how long after t0 the first delivery was answered 2xx (0: none was).
@@ -149,19 +158,7 @@ func (e *env) ready(name string) int {
 func TestReadOnlyPrimary(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Stop() })
-	m, err := migrate.Open(c.URL("postgres"), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = m.Close()
+	c := startMigrated(t, pgcluster.Options{Durable: true})
 	e := newEnvOn(t, c.URL("postgres"), envOptions{})
 	admin, err := pgx.Connect(ctx, c.URL("postgres"))
 	if err != nil {

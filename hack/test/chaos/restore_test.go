@@ -3,8 +3,6 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/migrate"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 )
 
@@ -32,19 +29,7 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(archive) })
-	p, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true, Settings: pgcluster.ArchiveSettings(archive)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = p.Stop() })
-	m, err := migrate.Open(p.URL("postgres"), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.Up(ctx); err != nil {
-		t.Fatal(err)
-	}
-	_ = m.Close()
+	p := startMigrated(t, pgcluster.Options{Durable: true, Settings: pgcluster.ArchiveSettings(archive)})
 	backup, err := os.MkdirTemp("", "boardreadyops-base-backup-")
 	if err != nil {
 		t.Fatal(err)
