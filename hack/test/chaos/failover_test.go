@@ -303,9 +303,8 @@ func TestFailoverAsynchronous(t *testing.T) {
 	e.svc["outbox-dispatcher"].WaitReady(t)
 	args := strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops "))
 	e.brops(append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)...)
-	e.waitZero(`SELECT (SELECT count(*) FROM control_plane_jobs WHERE status IN ('available', 'leased') AND kind = 'push')
-		+ (SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased') AND effect_type = 'github.check_run.create')`, 60*time.Second)
-	e.brops("restore", "close")
+	e.closeHoldAfter(lost)
+	e.dumpOnFailure()
 	r := e.check("failover, asynchronous standby", runs)
 	if r.Duplicates != 0 || r.Lost != 0 {
 		t.Errorf("report %s", r)

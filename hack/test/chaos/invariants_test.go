@@ -55,11 +55,11 @@ const quietQuery = `SELECT count(*) FROM control_plane_outbox WHERE status IN ('
 // settle waits until settleQuery is zero.
 func (e *env) settle(timeout time.Duration) { e.t.Helper(); e.waitZero(settleQuery, timeout) }
 
-func (e *env) waitZero(q string, timeout time.Duration) {
+func (e *env) waitZero(q string, timeout time.Duration, args ...any) {
 	e.t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		open := e.count(q)
+		open := e.count(q, args...)
 		if open == 0 {
 			return
 		}

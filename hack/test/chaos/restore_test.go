@@ -83,33 +83,11 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Fatalf("fence printed %q", fence.Redeliver)
 	}
 	e.brops(append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)...)
-	// The redelivered deliveries processed, the hold ends (brops restore close).
-	// (no push job waiting, no check-run creation waiting: every dispatch they lead to is held).
-	e.waitZero(`SELECT (SELECT count(*) FROM control_plane_jobs WHERE status IN ('available', 'leased') AND kind = 'push')
-		+ (SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased') AND effect_type = 'github.check_run.create')`, 60*time.Second)
-	e.brops("restore", "close")
+	e.closeHoldAfter(lost)
 	pending := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' AND status = 'reconciliation_required'`)
 
 	// 3. Reconciliation and the invariants, over what the restored database holds.
-	t.Cleanup(func() {
-		if t.Failed() {
-			for _, q := range []string{`SELECT 'job ' || kind || ' ' || status || ' ' || coalesce(last_error, ''), count(*) FROM control_plane_jobs GROUP BY 1`,
-				`SELECT 'effect ' || effect_type || ' ' || status, count(*) FROM control_plane_outbox GROUP BY 1`,
-				`SELECT 'run ' || status, count(*) FROM release_runs GROUP BY 1`} {
-				rows, err := e.pool.Query(context.Background(), q)
-				if err != nil {
-					continue
-				}
-				for rows.Next() {
-					var k string
-					var n int
-					_ = rows.Scan(&k, &n)
-					t.Logf("%s: %d", k, n)
-				}
-				rows.Close()
-			}
-		}
-	})
+	e.dumpOnFailure()
 	rep := e.check("point-in-time restore", runs)
 	t.Logf("restore: target %s mid-load; %d deliveries acknowledged after it, %d of them missing from the restored inbox and redelivered; "+
 		"%d dispatches fenced (%d in reconciliation after the fence); dispatches on GitHub %d before the restore, %d after; report %s",
@@ -139,4 +117,38 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Errorf("report %s", rep)
 	}
 	e.requireRunning()
+}
+
+// dumpOnFailure logs, when the test fails, the jobs, effects and runs of the database by state.
+func (e *env) dumpOnFailure() {
+	e.t.Cleanup(func() {
+		if e.t.Failed() {
+			for _, q := range []string{`SELECT 'job ' || kind || ' ' || status || ' ' || coalesce(last_error, ''), count(*) FROM control_plane_jobs GROUP BY 1`,
+				`SELECT 'effect ' || effect_type || ' ' || status, count(*) FROM control_plane_outbox GROUP BY 1`,
+				`SELECT 'run ' || status, count(*) FROM release_runs GROUP BY 1`} {
+				rows, err := e.pool.Query(context.Background(), q)
+				if err != nil {
+					continue
+				}
+				for rows.Next() {
+					var k string
+					var n int
+					_ = rows.Scan(&k, &n)
+					e.t.Logf("%s: %d", k, n)
+				}
+				rows.Close()
+			}
+		}
+	})
+}
+
+// closeHoldAfter waits until the redelivered deliveries (ids) are in the inbox — GitHub sends
+// redeliveries asynchronously — and processed, and the check-run creations done, so that every
+// dispatch they lead to was held; then it ends the hold (brops restore close).
+func (e *env) closeHoldAfter(ids []string) {
+	e.t.Helper()
+	e.waitZero(`SELECT count(*) FROM unnest($1::text[]) d(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.delivery_id = d.id)`, 60*time.Second, ids)
+	e.waitZero(`SELECT (SELECT count(*) FROM control_plane_jobs WHERE status IN ('available', 'leased') AND kind = 'push')
+		+ (SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased') AND effect_type = 'github.check_run.create')`, 60*time.Second)
+	e.brops("restore", "close")
 }
