@@ -123,8 +123,11 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 		maxAttempts = 10
 	}
 	var id *int64
+	// The jsonb payload goes as a string: in the query modes that never describe a statement
+	// (exec, simple_protocol: behind a transaction-pooling PgBouncer before 1.21) a []byte is
+	// typed bytea and its text form is not JSON (SQLSTATE 22P02).
 	err = db.QueryRow(ctx, `SELECT boardreadyops_outbox_enqueue($1, $2, $3, $4, $5, $6, $7, $8)`,
-		e.EffectType, e.ReleaseRunID, nullIfEmpty(e.ExecutionAttemptID), e.InstallationID, payload,
+		e.EffectType, e.ReleaseRunID, nullIfEmpty(e.ExecutionAttemptID), e.InstallationID, string(payload),
 		nullIfEmpty(e.Traceparent), maxAttempts, s.now()).Scan(&id)
 	if err != nil {
 		return 0, false, fmt.Errorf("enqueue %s: %w", e.EffectType, sqlstate.Classify(err))

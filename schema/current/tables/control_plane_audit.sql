@@ -14,7 +14,7 @@ CREATE TABLE public.control_plane_audit (
     evidence jsonb,
     from_status text NOT NULL,
     to_status text NOT NULL,
-    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text]))),
+    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text]))),
     CONSTRAINT control_plane_audit_evidence_check CHECK ((pg_column_size(evidence) <= 16384)),
     CONSTRAINT control_plane_audit_operator_check CHECK (((length(btrim(operator)) >= 1) AND (length(btrim(operator)) <= 200))),
     CONSTRAINT control_plane_audit_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),

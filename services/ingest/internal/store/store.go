@@ -87,9 +87,12 @@ func (s *Store) Ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome
 	return *res, nil
 }
 
-// acceptArgs are acceptSQL's arguments for d.
+// acceptArgs are acceptSQL's arguments for d. The jsonb document goes as a string: in the query
+// modes that never describe a statement (exec, simple_protocol — what a transaction-pooling
+// PgBouncer before 1.21 needs) pgx types a parameter by its Go type, and a []byte is bytea, whose
+// text form ('\x7b…') is not JSON (SQLSTATE 22P02).
 func acceptArgs(d webhook.Delivery, traceparent string) []any {
-	return []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), d.Document,
+	return []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), string(d.Document),
 		d.PayloadSHA256[:], nullString(traceparent)}
 }
 

@@ -81,10 +81,6 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
 			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
-			// Claimed for the first time and never failed: no earlier request can have created a
-			// check run (every path after a request that may have reached GitHub — retry, lease
-			// recovery, dead letter and its replay — leaves last_error set), so the search is skipped.
-			FirstAttempt: e.Attempts == 1 && e.LastError == nil,
 		})
 		if err != nil {
 			return d.failed(ctx, e, err, true)
