@@ -13,7 +13,7 @@ import (
 )
 
 // GitHub's rate limits are shared by every dispatcher replica through github_installation_limits
-// (migration 00019): a block per installation that every claim honours, and a pace — deliveries
+// (migration 00018): a block per installation that every claim honours, and a pace — deliveries
 // in flight and the earliest next claim — that the claim and Release advance.
 
 // Pace bounds the claim per installation. The zero Pace claims unpaced (rate-limit blocks are

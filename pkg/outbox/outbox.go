@@ -86,7 +86,7 @@ func ScanEffect(row pgx.CollectableRow) (Effect, error) {
 type Store struct {
 	// Clock, when set, supplies the time the functions use instead of the database's now().
 	// Tests set it to move time without sleeping; production leaves it nil. The database honours it
-	// only for a login in boardreadyops_clock or boardreadyops_admin (migration 00017): a service
+	// only for a login in boardreadyops_clock or boardreadyops_admin (migration 00016): a service
 	// login's time is always now().
 	Clock func() time.Time
 }

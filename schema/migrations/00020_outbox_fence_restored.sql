@@ -25,7 +25,7 @@
 -- (pkg/migrate's lock test allows it by name).
 -- New functions follow the function rules (docs/operations.md, "Rules for a new function"): a
 -- pinned search path, schema-qualified names, the schema owner role when it exists (migrations
--- 00016-00018), EXECUTE for the admin role only.
+-- 00015-00017), EXECUTE for the admin role only.
 
 -- +goose Up
 ALTER TABLE public.control_plane_audit DROP CONSTRAINT control_plane_audit_action_check;

@@ -36,7 +36,7 @@ ALTER TABLE public.github_installation_limits OWNER TO boardreadyops_schema_owne
 
 -- Claim up to p_limit due effects for p_worker; each claim spends one attempt. Effects of an
 -- installation blocked by a rate limit are never returned: they stay where they are, no attempt
--- spent (00017's body otherwise).
+-- spent (00016's body otherwise).
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION public.boardreadyops_outbox_claim(
     p_worker text, p_limit integer, p_lease interval, p_now timestamptz DEFAULT NULL)
@@ -385,7 +385,7 @@ DROP FUNCTION public.boardreadyops_outbox_record_budget_batch(bigint[], integer[
 DROP FUNCTION public.boardreadyops_outbox_block_installation(bigint, timestamptz, interval, interval, timestamptz);
 DROP FUNCTION public.boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamptz);
 DROP FUNCTION public.boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamptz);
--- 00017's claim, verbatim.
+-- 00016's claim, verbatim.
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS SETOF control_plane_outbox

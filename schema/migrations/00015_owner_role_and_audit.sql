@@ -19,7 +19,7 @@
 -- (f) control_plane_audit is append-only for every role: the admin role loses UPDATE, DELETE and
 --     TRUNCATE, and a trigger refuses them for the owner and its members too.
 -- (g) boardreadyops_redeliver reads delivery ids (brops webhooks redeliver) and nothing else.
---     boardreadyops_clock is the test clock's role (migration 00017): a session whose login is a
+--     boardreadyops_clock is the test clock's role (migration 00016): a session whose login is a
 --     member may pass an explicit time to the functions; no service login is.
 --
 -- Roles are created only when absent (a new bootstrap creates them beforehand, so the migration

@@ -13,12 +13,12 @@
 --     wrapper alike — now runs with search_path = pg_catalog, pg_temp and names our tables and
 --     functions as public.<name>. With public on the path, an object planted there (possible
 --     wherever PUBLIC kept CREATE on schema public, i.e. databases upgraded from PostgreSQL 14 or
---     older; 00016 revokes it) could win function resolution inside a definer function — e.g. a
+--     older; 00015 revokes it) could win function resolution inside a definer function — e.g. a
 --     jsonb_build_object(text, bigint) is a closer match than pg_catalog's variadic one — and run
 --     as the owner. pg_temp is last, so temporary objects never shadow anything.
 --
 -- The bodies are the previous definitions word for word, with only those two changes (generated
--- from pg_get_functiondef of the schema at 00016; the Down section restores those definitions).
+-- from pg_get_functiondef of the schema at 00015; the Down section restores those definitions).
 -- The row rules pay for the SET clause with a configuration save and restore per call (measured
 -- in docs/performance.md, "Pinned search paths").
 --
