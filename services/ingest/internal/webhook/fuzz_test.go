@@ -27,7 +27,7 @@ func FuzzParse(f *testing.F) {
 		h.Set("X-GitHub-Event", event)
 		h.Set("X-GitHub-Delivery", "fuzz-delivery")
 		h.Set("Content-Type", contentType)
-		d, rej := webhook.Parse(h, body, [][]byte{testSecret})
+		d, rej := webhook.Parse(h, body, [][]byte{testSecret}, webhook.ContentTypeJSON)
 		if rej != nil {
 			if rej.Status < 400 || rej.Status > 499 || rej.Reason == "" {
 				t.Fatalf("rejection %+v", rej)

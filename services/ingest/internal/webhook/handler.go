@@ -1,12 +1,9 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -46,8 +43,16 @@ type Options struct {
 	// StoreTimeout bounds the database write; past it the delivery is answered 503 so that GitHub
 	// (or brops webhooks redeliver) can deliver it again. Keep it well under GitHub's 10 s.
 	StoreTimeout time.Duration
-	// BodyBudget bounds the bytes of request bodies held in memory at once, across requests.
+	// BodyBudget bounds the memory of request bodies held at once, across requests: what is
+	// allocated as bytes arrive, never what Content-Length announces.
 	BodyBudget int64
+	// MinBodyRate is the slowest a client may send its body (bytes per second), after a 2 s grace;
+	// a client that sends nothing for 2 s is cut off too. Zero means 64 KiB/s.
+	MinBodyRate int64
+	// ReadTimeout is the server's bound on a whole request; body reads never wait past it.
+	ReadTimeout time.Duration
+	// ContentType is the one payload encoding accepted (the GitHub App's setting); zero means JSON.
+	ContentType ContentType
 	// OnAccepted, when set, is called after a new delivery was committed (to wake lifecycle).
 	OnAccepted func()
 }
@@ -63,6 +68,9 @@ func NewHandler(opts Options) *Handler {
 	if opts.BodyBudget < MaxBody {
 		opts.BodyBudget = MaxBody
 	}
+	if opts.MinBodyRate <= 0 {
+		opts.MinBodyRate = DefaultMinBodyRate
+	}
 	return &Handler{opts: opts, budget: semaphore.NewWeighted(opts.BodyBudget)}
 }
 
@@ -71,6 +79,9 @@ type response struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Message    string `json:"message,omitempty"`
 }
+
+// DefaultMinBodyRate is the minimum body transfer rate when none is configured (64 KiB/s).
+const DefaultMinBodyRate = 64 << 10
 
 // budgetWait is how long a request waits for body memory before it is answered 503.
 const budgetWait = time.Second
@@ -105,35 +116,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			func(hd http.Header) { hd.Set("Allow", http.MethodPost) })
 		return
 	}
-	if r.ContentLength > MaxBody {
-		reject(&Rejection{http.StatusRequestEntityTooLarge, ResultRejectedTooLarge, "payload larger than 25 MiB"})
-		return
+	br := &bodyReader{budget: h.budget, minRate: h.opts.MinBodyRate}
+	if h.opts.ReadTimeout > 0 {
+		br.deadline = start.Add(h.opts.ReadTimeout)
 	}
-	weight := int64(MaxBody) // unknown length: reserve the cap
-	if r.ContentLength >= 0 {
-		weight = max(r.ContentLength, 1)
-	}
-	wctx, cancel := context.WithTimeout(ctx, budgetWait)
-	err := h.budget.Acquire(wctx, weight)
-	cancel()
+	body, err := br.read(ctx, w, r)
+	defer func() { h.budget.Release(br.held) }()
 	if err != nil {
-		reject(&Rejection{http.StatusServiceUnavailable, ResultOverloaded, "too many large deliveries in flight; retry"}, retryAfter(1))
-		return
-	}
-	defer h.budget.Release(weight)
-
-	body, err := readBody(w, r)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			reject(&Rejection{http.StatusRequestEntityTooLarge, ResultRejectedTooLarge, "payload larger than 25 MiB"})
-			return
+		case errors.Is(err, errNoBudget):
+			reject(&Rejection{http.StatusServiceUnavailable, ResultOverloaded, "too many large deliveries in flight; retry"}, retryAfter(1))
+		case errors.Is(err, errTooSlow):
+			reject(&Rejection{http.StatusRequestTimeout, ResultRejectedSlow, "request body sent too slowly"})
+		default:
+			reject(&Rejection{http.StatusBadRequest, ResultRejectedPayload, "could not read the request body"})
 		}
-		reject(&Rejection{http.StatusBadRequest, ResultRejectedPayload, "could not read the request body"})
 		return
 	}
 
-	d, rej := Parse(r.Header, body, h.opts.Secrets())
+	d, rej := Parse(r.Header, body, h.opts.Secrets(), h.opts.ContentType)
 	if rej != nil {
 		reject(rej)
 		return
@@ -170,18 +173,6 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.opts.OnAccepted()
 	}
 	finish(http.StatusAccepted, ResultAccepted, response{Status: ResultAccepted, DeliveryID: d.ID})
-}
-
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := io.Copy(&buf, http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 func retryAfter(seconds int) func(http.Header) {
