@@ -109,7 +109,7 @@ func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	wantStatus(t, ctx, b, theirs, outbox.StatusLeased)
 	wantStatus(t, ctx, b, create, outbox.StatusLeased)
 
-	want := "[[boardreadyops_complete_check_run_complete_batch] [boardreadyops_complete_check_run_complete] [boardreadyops_complete_check_run_complete]]"
+	want := "[[boardreadyops_outbox_complete_check_run_complete_batch] [boardreadyops_outbox_complete_check_run_complete] [boardreadyops_outbox_complete_check_run_complete]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -152,8 +152,8 @@ func TestQueuedStartsShareOneStatement(t *testing.T) {
 		}
 	}
 	// One set per worker (a dispatcher has one); the two refused run alone.
-	want := "[[boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch]" +
-		" [boardreadyops_start_control_plane_outbox_delivery] [boardreadyops_start_control_plane_outbox_delivery]]"
+	want := "[[boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch]" +
+		" [boardreadyops_outbox_start_delivery] [boardreadyops_outbox_start_delivery]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}

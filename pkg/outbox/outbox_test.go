@@ -273,7 +273,7 @@ func TestResolveReconciliation(t *testing.T) {
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
 		e := mustGet(t, ctx, b, id)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 777001, "run 777001 found, run-name matches"); err != nil {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 777001, "run 777001 found, run-name matches"); err != nil {
 			t.Fatal(err)
 		}
 		var runStatus, attStatus string
@@ -300,7 +300,7 @@ func TestResolveReconciliation(t *testing.T) {
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
 		old := mustGet(t, ctx, b, id)
-		newID, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "alice", "no run on GitHub")
+		newID, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "alice", "no run on GitHub")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,10 +330,10 @@ func TestResolveReconciliation(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, ""); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 5, ""); !errors.Is(err, sqlstate.ErrInvalidArgument) {
 			t.Fatalf("no evidence: %v", err)
 		}
-		if _, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "", "gone"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		if _, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "", "gone"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
 			t.Fatalf("no operator: %v", err)
 		}
 		wantStatus(t, ctx, b, id, outbox.StatusReconciliationRequired)
@@ -342,7 +342,7 @@ func TestResolveReconciliation(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 		id := createLeased(t, ctx, b)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, "x"); !errors.Is(err, sqlstate.ErrWrongEffectType) {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 5, "x"); !errors.Is(err, sqlstate.ErrWrongEffectType) {
 			t.Fatalf("repair of a check run creation: %v", err)
 		}
 	})
@@ -623,7 +623,7 @@ func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `
 		INSERT INTO installations (id, account_login, account_type) SELECT i, 'org-' || i, 'Organization' FROM generate_series(1, 5) i;
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;
-		SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+		SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 			substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 3000) g;
 		UPDATE control_plane_outbox SET status = 'completed', completed_at = now() WHERE id <= (SELECT max(id) - 30 FROM control_plane_outbox);
 		ANALYZE control_plane_outbox;`); err != nil {
@@ -635,7 +635,7 @@ func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
 	}
 	plans := pgtest.NewPlans(t, b.pool.Config().ConnString())
 	var got int64
-	if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_dead_letter_installation_outbox(3, 'installation deleted')`).Scan(&got); err != nil || got != want {
+	if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_outbox_dead_letter_installation(3, 'installation deleted')`).Scan(&got); err != nil || got != want {
 		t.Fatalf("dead-lettered %d (%v), want %d", got, err, want)
 	}
 	update, all := plans.Find("Update on control_plane_outbox")

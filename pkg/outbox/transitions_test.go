@@ -103,10 +103,10 @@ var (
 		return err
 	}
 	opRepair = func(ctx context.Context, b *bundle, id int64) error {
-		return b.store.RepairReconciliation(ctx, b.pool, id, "alice", randomID(), "run found on GitHub")
+		return b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", randomID(), "run found on GitHub")
 	}
 	opSupersede = func(ctx context.Context, b *bundle, id int64) error {
-		_, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "alice", "no run on GitHub after 10 minutes")
+		_, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "alice", "no run on GitHub after 10 minutes")
 		return err
 	}
 )

@@ -286,7 +286,7 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		}
 		outs = append(outs, o)
 	}
-	if err := w.jobs.CompleteAll(ctx, tx, done, w.cfg.ID); err != nil {
+	if err := w.jobs.CompleteBatch(ctx, tx, done, w.cfg.ID); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {

@@ -12,7 +12,7 @@ func (d *Dispatcher) listen(ctx context.Context) {
 	notify.Listen(ctx, d.pool.Config().ConnConfig, notify.Outbox, d.Wake, d.logger)
 }
 
-// recoverLoop runs boardreadyops_recover_control_plane_outbox_leases periodically: a started dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
+// recoverLoop runs boardreadyops_outbox_recover_leases periodically: a started dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
 func (d *Dispatcher) recoverLoop(ctx context.Context) {
 	daemon.Every(ctx, d.cfg.RecoverInterval, false, func(ctx context.Context) {
 		rec, err := d.store.RecoverLeases(ctx, d.pool, 1000)

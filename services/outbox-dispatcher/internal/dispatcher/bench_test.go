@@ -39,7 +39,7 @@ func seedReleases(b *testing.B, pool *pgxpool.Pool, n int) {
 		b.Fatal(err)
 	}
 	// Each tag at its own commit, as releases are.
-	if _, err := pool.Exec(ctx, `SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+	if _, err := pool.Exec(ctx, `SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 		substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, n); err != nil {
 		b.Fatal(err)
 	}

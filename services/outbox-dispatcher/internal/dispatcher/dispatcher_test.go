@@ -97,7 +97,7 @@ func (e *env) release(inst int64, repo, tag string) string {
 		e.t.Fatal(err)
 	}
 	var run string
-	err = e.pool.QueryRow(e.ctx, `SELECT boardreadyops_create_release_run($1, $2, $3, $4, 'boardreadyops-release.yml', 'BoardReadyOps release')::text`,
+	err = e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_create($1, $2, $3, $4, 'boardreadyops-release.yml', 'BoardReadyOps release')::text`,
 		repoID, inst, "refs/tags/"+tag, "6dcb09b5b57875f334f61aebed695e2e4193db5e").Scan(&run)
 	if err != nil {
 		e.t.Fatal(err)
@@ -304,7 +304,7 @@ func TestThreeDispatchersNoDuplicates(t *testing.T) {
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 		'6dcb09b5b57875f334f61aebed695e2e4193db5e', 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, runs); err != nil {
 		t.Fatal(err)
 	}
