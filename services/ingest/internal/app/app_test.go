@@ -98,7 +98,7 @@ func start(t *testing.T, dbURL string) *ingest {
 
 func (in *ingest) ping(t *testing.T, delivery string) (int, string) {
 	t.Helper()
-	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"app_id":7}}`)
+	body := []byte(`{"zen":"Keep it logically awesome (` + delivery + `).","hook_id":1,"hook":{"app_id":7}}`) // a body per delivery: a body is never accepted twice
 	r, _ := http.NewRequest(http.MethodPost, in.url, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("X-GitHub-Event", "ping")

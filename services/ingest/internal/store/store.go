@@ -1,5 +1,6 @@
 // Package store writes accepted deliveries: the inbox row and its job in one statement through
-// boardreadyops_webhook_accept, the only database privilege the ingest role has.
+// boardreadyops_webhook_accept, and the body digest of ignored ones through
+// boardreadyops_webhook_record_ignored — the only database privileges the ingest role has.
 package store
 
 import (
@@ -16,8 +17,12 @@ import (
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 
-// acceptSQL stores one delivery (inbox row + job) or reports it as a duplicate.
-const acceptSQL = `SELECT inbox_id, job_id, duplicate FROM boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8)`
+// acceptSQL stores one delivery (inbox row + job) or reports it as a duplicate (a known delivery
+// id) or a replay (a known body under another delivery id).
+const acceptSQL = `SELECT inbox_id, job_id, duplicate, replayed FROM boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// ignoreSQL records the body digest of an ignored delivery; true when the body is a replay.
+const ignoreSQL = `SELECT boardreadyops_webhook_record_ignored($1, $2)`
 
 // Store implements webhook.Store.
 type Store struct {
@@ -52,6 +57,32 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return webhook.Outcome{}, fmt.Errorf("accept delivery %s: %w", d.ID, err)
+	}
+	return *res, nil
+}
+
+// Ignore records the body of an ignored (not stored) delivery, so that it cannot be replayed
+// under another delivery id either. The outcome is Replayed or nothing.
+func (s *Store) Ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome, error) {
+	var out webhook.Outcome
+	if s.Group == nil {
+		if err := s.DB.QueryRow(ctx, ignoreSQL, d.ID, d.PayloadSHA256[:]).Scan(&out.Replayed); err != nil {
+			return webhook.Outcome{}, fmt.Errorf("record ignored delivery %s: %w", d.ID, err)
+		}
+		out.Duplicate = out.Replayed
+		return out, nil
+	}
+	res := new(webhook.Outcome)
+	err := s.Group.DoOrAbandon(ctx, func(b *groupcommit.Batch, report func(error)) {
+		b.Queue(ignoreSQL, d.ID, d.PayloadSHA256[:]).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&res.Replayed)
+			res.Duplicate = res.Replayed
+			report(err)
+			return err
+		})
+	})
+	if err != nil {
+		return webhook.Outcome{}, fmt.Errorf("record ignored delivery %s: %w", d.ID, err)
 	}
 	return *res, nil
 }
@@ -129,7 +160,7 @@ func (a *acceptSet) Queue(b *pgx.Batch) {
 			for _, m := range a.members {
 				out, ok := stored[m.deliveryID]
 				if !ok {
-					m.report(groupcommit.ErrAlone) // a redelivery: alone, it is reported as a duplicate
+					m.report(groupcommit.ErrAlone) // a redelivery or a replay: alone, it is reported as such
 					continue
 				}
 				delete(stored, m.deliveryID) // the same id twice in a batch: the second is the duplicate
@@ -149,9 +180,12 @@ func (a *acceptSet) fail(err error) error {
 
 func scanOutcome(row pgx.Row) (webhook.Outcome, error) {
 	var out webhook.Outcome
-	var jobID *int64
-	if err := row.Scan(&out.InboxID, &jobID, &out.Duplicate); err != nil {
+	var inboxID, jobID *int64 // a replay's first delivery may be swept from the inbox already
+	if err := row.Scan(&inboxID, &jobID, &out.Duplicate, &out.Replayed); err != nil {
 		return webhook.Outcome{}, err
+	}
+	if inboxID != nil {
+		out.InboxID = *inboxID
 	}
 	if jobID != nil {
 		out.JobID = *jobID

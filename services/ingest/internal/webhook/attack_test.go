@@ -6,14 +6,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/services/ingest/internal/store"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 
@@ -60,7 +64,7 @@ func TestContentTypeSwapStoresNothing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			e := setupWith(t, func(o *webhook.Options) { o.ContentType = tt.configured })
+			e := setupWith(t, func(e *env, o *webhook.Options) { o.ContentType = tt.configured })
 			status, _, resp := e.send(t, req{event: "push", body: body, contentType: tt.contentType})
 			if status != tt.status {
 				t.Fatalf("status %d %v, want %d", status, resp, tt.status)
@@ -120,7 +124,7 @@ func TestFullNameOutsideGitHubsCharacterSetStoresNothing(t *testing.T) {
 // almost none of it and a genuine delivery is accepted; each of them is cut off as too slow.
 func TestAnnouncedLengthsTakeNoBudget(t *testing.T) {
 	t.Parallel()
-	e := setupWith(t, func(o *webhook.Options) { o.BodyBudget = webhook.MaxBody })
+	e := setupWith(t, func(e *env, o *webhook.Options) { o.BodyBudget = webhook.MaxBody })
 	addr := strings.TrimPrefix(e.srv.URL, "http://")
 	const bombs = 4
 	answers := make(chan string, bombs)
@@ -173,7 +177,7 @@ func TestAnnouncedLengthsTakeNoBudget(t *testing.T) {
 // transfer rate, well before the read timeout (here a minute, longer than the whole trickle).
 func TestTricklingClientIsCutOff(t *testing.T) {
 	t.Parallel()
-	e := setupWith(t, func(o *webhook.Options) { o.ReadTimeout = time.Minute })
+	e := setupWith(t, func(e *env, o *webhook.Options) { o.ReadTimeout = time.Minute })
 	body := fixture(t, "ping")
 	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
 	if err != nil {
@@ -236,4 +240,114 @@ func testutilCount(t *testing.T, e *env, result string) int {
 		}
 	}
 	return int(n)
+}
+
+// groupStore is the store as ingest runs it by default: deliveries committed in groups.
+func groupStore(t *testing.T, e *env) webhook.Store {
+	t.Helper()
+	g := groupcommit.New(e.pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); g.Run(quit) }()
+	t.Cleanup(func() { close(quit); <-done })
+	return &store.Store{DB: e.pool, Group: g}
+}
+
+// The replay: a captured body resent later under a fresh delivery id. The body's digest is known,
+// so it is answered as a duplicate, counted as replayed, logged once without the body, and
+// nothing is written — for stored and for ignored events, alone and in group commits. GitHub's own
+// redelivery (the same delivery id) is still a plain duplicate.
+func TestReplayUnderNewDeliveryIDWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
+			t.Parallel()
+			e := setupWith(t, func(e *env, o *webhook.Options) {
+				if grouped {
+					o.Store = groupStore(t, e)
+				}
+			})
+			body := fixture(t, "check_run.rerequested")
+			if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusAccepted {
+				t.Fatalf("original: %d", status)
+			}
+			status, _, resp := e.send(t, req{event: "check_run", delivery: "fresh-id-2", body: body})
+			if status != http.StatusOK || resp["status"] != webhook.ResultDuplicate {
+				t.Fatalf("replay: %d %v, want 200 duplicate", status, resp)
+			}
+			if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusOK {
+				t.Fatalf("GitHub's redelivery: %d, want 200", status)
+			}
+			if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
+				t.Fatalf("%d inbox rows and %d jobs, want the original only", inbox, jobs)
+			}
+			if testutilCount(t, e, webhook.ResultReplayed) != 1 || testutilCount(t, e, webhook.ResultDuplicate) != 1 {
+				t.Fatalf("replayed %d duplicate %d, want 1 and 1", testutilCount(t, e, webhook.ResultReplayed), testutilCount(t, e, webhook.ResultDuplicate))
+			}
+			logs := e.logs.String()
+			if strings.Count(logs, "replayed under a new delivery id") != 1 || !strings.Contains(logs, "delivery_id=fresh-id-2") {
+				t.Fatalf("replay not logged once with its delivery id:\n%s", logs)
+			}
+			if strings.Contains(logs, "octocat") || strings.Contains(logs, "rerequested") || strings.Contains(logs, "check_run\":") {
+				t.Fatalf("log carries the body:\n%s", logs)
+			}
+
+			// An ignored event's body is remembered too.
+			issues := []byte(`{"action":"opened","issue":{"number":1}}`)
+			if status, _, resp := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted || resp["status"] != "ignored" {
+				t.Fatalf("ignored event: %d %v", status, resp)
+			}
+			if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted {
+				t.Fatalf("GitHub's redelivery of an ignored event: %d", status)
+			}
+			if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-2", body: issues}); status != http.StatusOK {
+				t.Fatalf("replayed ignored event: %d, want 200", status)
+			}
+			// ... and under another event's name it is still the same body.
+			if status, _, _ := e.send(t, req{event: "check_run", delivery: "fresh-id-3", body: issues}); status == http.StatusAccepted {
+				t.Fatal("an ignored event's body was accepted under another event")
+			}
+			if testutilCount(t, e, webhook.ResultReplayed) != 2 {
+				t.Fatalf("replayed %d, want 2", testutilCount(t, e, webhook.ResultReplayed))
+			}
+		})
+	}
+}
+
+// Replays racing each other and the original: of twenty deliveries of one body under twenty
+// delivery ids, exactly one is stored.
+func TestConcurrentReplaysStoreOne(t *testing.T) {
+	t.Parallel()
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
+			t.Parallel()
+			e := setupWith(t, func(e *env, o *webhook.Options) {
+				if grouped {
+					o.Store = groupStore(t, e)
+				}
+			})
+			body := fixture(t, "installation.created")
+			statuses := make(chan int, 20)
+			var wg sync.WaitGroup
+			for i := 0; i < 20; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					status, _, _ := e.send(t, req{event: "installation", delivery: fmt.Sprintf("race-%02d", i), body: body})
+					statuses <- status
+				}()
+			}
+			wg.Wait()
+			close(statuses)
+			counts := map[int]int{}
+			for s := range statuses {
+				counts[s]++
+			}
+			if counts[202] != 1 || counts[200] != 19 {
+				t.Fatalf("statuses %v, want one 202 and nineteen 200", counts)
+			}
+			if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
+				t.Fatalf("%d inbox rows, %d jobs", inbox, jobs)
+			}
+		})
+	}
 }

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -22,14 +23,20 @@ const MaxBody = 25 << 20
 
 // Outcome is what the store did with a delivery.
 type Outcome struct {
-	InboxID   int64
-	JobID     int64
+	InboxID int64
+	JobID   int64
+	// Duplicate: nothing was written (a known delivery id, or Replayed).
 	Duplicate bool
+	// Replayed: the body is known under another delivery id — a captured body resent, since
+	// GitHub's own redeliveries keep their delivery id.
+	Replayed bool
 }
 
 // Store writes a delivery's inbox row and job in one transaction.
 type Store interface {
 	Accept(ctx context.Context, d Delivery, traceparent string) (Outcome, error)
+	// Ignore records the body digest of a delivery that is not stored.
+	Ignore(ctx context.Context, d Delivery) (Outcome, error)
 }
 
 // Options configure a Handler.
@@ -137,22 +144,27 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	d, rej := Parse(r.Header, body, h.opts.Secrets(), h.opts.ContentType)
+	// The raw body is not needed past here (the document is its own copy): give its memory back
+	// before waiting for the database.
+	h.budget.Release(br.held)
+	br.held = 0
 	if rej != nil {
 		reject(rej)
 		return
 	}
 	span.SetAttributes(attribute.String("github.delivery_id", d.ID), attribute.String("github.event", d.Event))
-	if d.Ignored {
-		finish(http.StatusAccepted, ResultIgnored, response{Status: ResultIgnored, DeliveryID: d.ID})
-		return
-	}
 	span.SetAttributes(attribute.String("github.action", d.Action), attribute.Int64("github.installation_id", d.InstallationID),
 		attribute.Int64("github.repository_id", d.RepositoryID))
 
 	sctx, cancel := context.WithTimeout(ctx, h.opts.StoreTimeout)
 	defer cancel()
 	sctx, storeSpan := h.opts.Tracer.Start(sctx, "ingest.accept")
-	out, err := h.opts.Store.Accept(sctx, d, telemetry.Traceparent(ctx))
+	var out Outcome
+	if d.Ignored {
+		out, err = h.opts.Store.Ignore(sctx, d)
+	} else {
+		out, err = h.opts.Store.Accept(sctx, d, telemetry.Traceparent(ctx))
+	}
 	if err != nil {
 		storeSpan.RecordError(err)
 		storeSpan.SetStatus(codes.Error, "store")
@@ -165,8 +177,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			response{Status: ResultUnavailable, DeliveryID: d.ID, Message: "database unavailable; retry"}, retryAfter(5))
 		return
 	}
-	if out.Duplicate {
+	switch {
+	case out.Replayed:
+		// Answered like a duplicate (the sender learns nothing), counted and logged apart.
+		h.opts.Logger.Warn("signed body replayed under a new delivery id; nothing written",
+			"delivery_id", d.ID, "event", d.Event, "payload_sha256", hex.EncodeToString(d.PayloadSHA256[:]),
+			"first_inbox_id", out.InboxID, "trace_id", telemetry.TraceID(ctx))
+		finish(http.StatusOK, ResultReplayed, response{Status: ResultDuplicate, DeliveryID: d.ID})
+		return
+	case out.Duplicate:
 		finish(http.StatusOK, ResultDuplicate, response{Status: ResultDuplicate, DeliveryID: d.ID})
+		return
+	case d.Ignored:
+		finish(http.StatusAccepted, ResultIgnored, response{Status: ResultIgnored, DeliveryID: d.ID})
 		return
 	}
 	if h.opts.OnAccepted != nil {

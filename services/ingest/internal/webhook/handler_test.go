@@ -63,7 +63,7 @@ func (l *lockedBuffer) String() string {
 func setup(t *testing.T) *env { return setupWith(t, nil) }
 
 // setupWith serves a handler whose options configure may change.
-func setupWith(t *testing.T, configure func(*webhook.Options)) *env {
+func setupWith(t *testing.T, configure func(*env, *webhook.Options)) *env {
 	t.Helper()
 	e := &env{pool: pgtest.NewPool(t), reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
 	e.setSecrets(testSecret)
@@ -77,7 +77,7 @@ func setupWith(t *testing.T, configure func(*webhook.Options)) *env {
 		StoreTimeout: 5e9,
 	}
 	if configure != nil {
-		configure(&opts)
+		configure(e, &opts)
 	}
 	e.srv = httptest.NewServer(webhook.NewHandler(opts))
 	t.Cleanup(e.srv.Close)
@@ -269,7 +269,7 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 
 func TestFormEncodedAndIgnoredEvents(t *testing.T) {
 	t.Parallel()
-	e := setupWith(t, func(o *webhook.Options) { o.ContentType = webhook.ContentTypeForm })
+	e := setupWith(t, func(e *env, o *webhook.Options) { o.ContentType = webhook.ContentTypeForm })
 	push := fixture(t, "push.tag_created")
 	form := []byte(url.Values{"payload": {string(push)}}.Encode())
 	if status, _, _ := e.send(t, req{event: "push", body: form, contentType: "application/x-www-form-urlencoded"}); status != 202 {

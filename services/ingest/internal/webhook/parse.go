@@ -46,6 +46,7 @@ func (r *Rejection) Error() string { return r.Message }
 const (
 	ResultAccepted            = "accepted"
 	ResultDuplicate           = "duplicate"
+	ResultReplayed            = "replayed"
 	ResultIgnored             = "ignored"
 	ResultRejectedSignature   = "rejected_signature"
 	ResultRejectedHeaders     = "rejected_headers"
