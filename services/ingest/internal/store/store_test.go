@@ -101,3 +101,44 @@ func TestGroupCommitAbandon(t *testing.T) {
 		t.Fatalf("redelivery after the abandoned one: %+v, %v; want a duplicate", out, err)
 	}
 }
+
+// Digests outlive the inbox: the sweep removes a digest only when it is older than the window and
+// its delivery left the inbox; a window shorter than GitHub's 3-day redelivery window is refused.
+func TestSweepDigestsKeepsWhatTheInboxKeeps(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	s := &Store{DB: pool}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, id := range []string{"kept-in-inbox", "swept-from-inbox", "recent"} {
+		at := old
+		if id == "recent" {
+			at = time.Now()
+		}
+		d := delivery(id)
+		if _, err := pool.Exec(ctx, `SELECT boardreadyops_webhook_accept($1, 'ping', NULL, NULL, NULL, $2, $3, NULL, $4)`,
+			d.ID, d.Document, d.PayloadSHA256[:], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM webhook_inbox WHERE delivery_id IN ('swept-from-inbox', 'recent')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT boardreadyops_webhook_sweep_digests('2 days')`); err == nil {
+		t.Fatal("a window under 3 days was accepted")
+	}
+	var deleted int64
+	if err := pool.QueryRow(ctx, `SELECT boardreadyops_webhook_sweep_digests('30 days')`).Scan(&deleted); err != nil || deleted != 1 {
+		t.Fatalf("swept %d (%v), want 1", deleted, err)
+	}
+	for id, want := range map[string]bool{"kept-in-inbox": true, "swept-from-inbox": false, "recent": true} {
+		d := delivery(id)
+		out, err := s.Accept(ctx, webhook.Delivery{ID: "new-" + id, Event: "ping", Document: d.Document, PayloadSHA256: d.PayloadSHA256}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Replayed != want {
+			t.Errorf("%s: replayed %v after the sweep, want %v", id, out.Replayed, want)
+		}
+	}
+}
