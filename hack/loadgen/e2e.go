@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 // e2eResult is one end-to-end load run.
@@ -199,7 +200,7 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
 					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
 					"installation": map[string]any{"id": 60000 + r%10},
-					"repository": map[string]any{"id": 700000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("load-org-%d/repo-%d", r%10, r),
+					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%10, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("load-org-%d/repo-%d", r%10, r),
 						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%10), "type": "Organization"}},
 				})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))

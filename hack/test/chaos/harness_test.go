@@ -287,7 +287,7 @@ func push(r, tag int) map[string]any {
 	return map[string]any{
 		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
 		"created": true, "deleted": false, "installation": map[string]any{"id": 7000 + r%3},
-		"repository": map[string]any{"id": 8000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
+		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%3, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
 			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%3), "type": "Organization"}},
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -142,6 +143,16 @@ func (s *Simulator) AddRepository(installationID, repoID int64, fullName string,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.repos[strings.ToLower(fullName)] = &repository{id: repoID, fullName: fullName, installationID: installationID, workflows: workflows}
+}
+
+// RepositoryID is the id an auto-created repository (Options.AutoRepositories) gets: derived from
+// its full name, so a test that sends webhooks for a repository the simulator has not seen yet
+// uses the id the simulator's own workflow_run webhooks will carry (lifecycle matches a run to its
+// attempt by run id and repository id).
+func RepositoryID(fullName string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(strings.ToLower(fullName)))
+	return int64(h.Sum64()%(1<<40)) + 1
 }
 
 // ReleaseWorkflow is the workflow a BoardReadyOps release workflow declares: dispatchable with

@@ -41,23 +41,24 @@ func (h *Handlers) settings(ctx context.Context, tx pgx.Tx, repositoryID int64) 
 
 // pushTarget is what the push rules need, read in one statement.
 type pushTarget struct {
-	active, archived, removed bool
-	settings                  releaseSettings
+	active, archived, removed, belongs bool
+	settings                           releaseSettings
 }
 
 // pushTarget reads the installation's activity, the repository's state and its effective release
-// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet.
+// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet. belongs is
+// false when the repository is recorded under another installation than the delivery's.
 func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64) (pushTarget, error) {
 	t := pushTarget{settings: releaseSettings{WorkflowFile: h.cfg.WorkflowFile, TagPattern: h.cfg.TagPattern, Enabled: true}}
 	var wf, tp *string
 	var enabled *bool
 	err := tx.QueryRow(ctx, `
 		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL, r.archived, r.removed_at IS NOT NULL,
-		       s.workflow_file, s.tag_pattern, s.enabled
+		       r.installation_id = i.id, s.workflow_file, s.tag_pattern, s.enabled
 		FROM repositories r
 		JOIN installations i ON i.id = $1
 		LEFT JOIN repository_release_settings s ON s.repository_id = r.id
-		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &wf, &tp, &enabled)
+		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &t.belongs, &wf, &tp, &enabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, err
 	}
@@ -107,6 +108,13 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	}
 	if err != nil {
 		return Result{}, err
+	}
+	if !t.belongs {
+		// The repository is recorded under another installation: a tag push of this delivery's
+		// installation cannot start its release (a transfer moves it first, by its own event).
+		h.logger.Warn("tag push for a repository of another installation; ignored",
+			"repository_id", repo.ID, "installation_id", d.InstallationID)
+		return ignored(), nil
 	}
 	if !t.active || t.archived || t.removed || !t.settings.Enabled {
 		return ignored(), nil
@@ -179,7 +187,7 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 }
 
 // workflowRun: progress of a dispatched release workflow, matched by the persisted workflow run
-// id. Completion finishes the attempt (and the run, when the attempt is current) and enqueues the
+// id and the attempt's repository (a run id alone could complete another repository's attempt). Completion finishes the attempt (and the run, when the attempt is current) and enqueues the
 // check run's completion. A run that arrives before its dispatch was recorded waits (deferred,
 // bounded by the match window); one that never matches is recorded as unmatched.
 func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
@@ -201,8 +209,8 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 		FROM execution_attempts a
 		JOIN release_runs r ON r.id = a.release_run_id
 		JOIN repositories p ON p.id = r.repository_id
-		WHERE a.workflow_run_id = $1
-		FOR UPDATE OF r, a SKIP LOCKED`, wr.ID).
+		WHERE a.workflow_run_id = $1 AND r.repository_id = $2
+		FOR UPDATE OF r, a SKIP LOCKED`, wr.ID, d.Repository.ID).
 		Scan(&attemptID, &number, &attemptStatus, &runID, &runStatus, &currentAttempt, &checkRunID, &installationID, &workflowFile, &fullName)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Not recorded yet, or its attempt is locked by the dispatch completion that is recording it
