@@ -11,7 +11,9 @@ import (
 // or slow clients cannot exhaust file descriptors or memory. Idle keep-alive connections are the
 // cheapest to lose (their client reconnects when it has a request), so near the cap — above nine
 // tenths of it — the oldest idle ones are closed first, and at the cap a waiting Accept closes
-// idle ones to make room rather than leave a new delivery in the kernel's queue.
+// idle ones to make room rather than leave a new delivery in the kernel's queue. A connection idle
+// for less than shedMinIdle is left alone: its client may be sending its next request right now,
+// and a request lost on a closed keep-alive connection is not retried (POST is not idempotent).
 func limitListener(l net.Listener, n int) *limited {
 	return &limited{Listener: l, sem: make(chan struct{}, n), high: n - n/10, idle: map[net.Conn]time.Time{}}
 }
@@ -25,8 +27,12 @@ type limited struct {
 	idle map[net.Conn]time.Time // idle since
 }
 
-// shedPoll is how often an Accept waiting at the cap looks for idle connections to close.
-const shedPoll = 50 * time.Millisecond
+const (
+	// shedPoll is how often an Accept waiting at the cap looks for idle connections to close.
+	shedPoll = 50 * time.Millisecond
+	// shedMinIdle is how long a connection must have been idle before it may be shed.
+	shedMinIdle = time.Second
+)
 
 func (l *limited) Accept() (net.Conn, error) {
 	for acquired := false; !acquired; {
@@ -65,13 +71,14 @@ func (l *limited) track(c net.Conn, state http.ConnState) {
 	}
 }
 
-// shedOldestIdle closes the connection idle longest; false when none is idle.
+// shedOldestIdle closes the connection idle longest, if for at least shedMinIdle; false when
+// there is none.
 func (l *limited) shedOldestIdle() bool {
 	l.mu.Lock()
 	var oldest net.Conn
-	var since time.Time
+	since := time.Now().Add(-shedMinIdle)
 	for c, t := range l.idle {
-		if oldest == nil || t.Before(since) {
+		if !t.After(since) {
 			oldest, since = c, t
 		}
 	}

@@ -351,3 +351,19 @@ func TestConcurrentReplaysStoreOne(t *testing.T) {
 		})
 	}
 }
+
+// The largest delivery GitHub sends (25 MiB) still fits the smallest budget: the buffer's growth
+// takes only what it adds.
+func TestMaximalDeliveryFitsTheSmallestBudget(t *testing.T) {
+	t.Parallel()
+	e := setupWith(t, func(_ *env, o *webhook.Options) { o.BodyBudget = webhook.MaxBody })
+	head := bytes.TrimRight(bytes.TrimSpace(fixture(t, "ping")), "}")
+	pad := webhook.MaxBody - len(head) - len(`,"pad":""}`)
+	body := append(append(head, []byte(`,"pad":"`+strings.Repeat("x", pad)+`"`)...), '}')
+	if len(body) != webhook.MaxBody {
+		t.Fatalf("body is %d bytes, want %d", len(body), webhook.MaxBody)
+	}
+	if status, _, resp := e.send(t, req{event: "ping", body: body}); status != http.StatusAccepted {
+		t.Fatalf("25 MiB delivery: %d %v", status, resp)
+	}
+}

@@ -13,8 +13,8 @@ import (
 )
 
 // Reading request bodies. Content-Length is the client's claim, not a fact: the buffer starts small
-// and grows only as bytes arrive, and every allocation is taken from the body budget before it is
-// made, so the budget bounds the memory bodies really use, whatever clients announce.
+// and grows only as bytes arrive, and its capacity is taken from the body budget before it is
+// allocated, so the budget bounds the memory bodies really use, whatever clients announce.
 const (
 	// firstChunk is the first allocation for a body (less when Content-Length is smaller).
 	firstChunk = 16 << 10
@@ -32,15 +32,44 @@ var (
 	errTooLarge = errors.New("body larger than MaxBody")
 )
 
-// bodyReader reads one request body under the handler's budget and rate rules.
-type bodyReader struct {
-	budget   *semaphore.Weighted
-	minRate  int64     // bytes per second, after stallTimeout
-	deadline time.Time // the request's own deadline (the server's read timeout)
-	held     int64     // budget held for the current buffer
+// bodyBudget is the memory budget of request bodies: the capacity of every body buffer is taken
+// from it before the buffer is allocated. A slice of it is reserved for first chunks, so that
+// large bodies queued for memory never keep a small delivery (a push is a few KiB) waiting: the
+// semaphore serves waiters in order.
+type bodyBudget struct {
+	firsts *semaphore.Weighted // nil when the budget leaves no room for a reserve
+	growth *semaphore.Weighted
 }
 
-// read returns the body. The caller releases br.held from the budget when it is done with it.
+func newBodyBudget(total int64) *bodyBudget {
+	reserve := min(total/8, total-MaxBody)
+	if reserve < firstChunk {
+		return &bodyBudget{growth: semaphore.NewWeighted(total)}
+	}
+	return &bodyBudget{firsts: semaphore.NewWeighted(reserve), growth: semaphore.NewWeighted(total - reserve)}
+}
+
+// bodyReader reads one request body under the handler's budget and rate rules.
+type bodyReader struct {
+	budget   *bodyBudget
+	minRate  int64     // bytes per second, after stallTimeout
+	deadline time.Time // the request's own deadline (the server's read timeout)
+	// Budget held for the current buffer: its first chunk from the reserve, the rest from growth.
+	heldFirst, heldGrowth int64
+}
+
+// release gives the buffer's budget back (the caller, once it no longer needs the body).
+func (br *bodyReader) release() {
+	if br.heldFirst > 0 {
+		br.budget.firsts.Release(br.heldFirst)
+	}
+	if br.heldGrowth > 0 {
+		br.budget.growth.Release(br.heldGrowth)
+	}
+	br.heldFirst, br.heldGrowth = 0, 0
+}
+
+// read returns the body. The caller calls release when it is done with it.
 // On failure the rest of the body is not read: the connection is closed after the answer (the
 // server would otherwise drain up to 256 KiB of it, at the client's pace, before answering).
 func (br *bodyReader) read(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]byte, error) {
@@ -114,19 +143,24 @@ func (br *bodyReader) readAll(ctx context.Context, rc *http.ResponseController, 
 	}
 }
 
-// grow moves buf into a new allocation of size bytes, taking it from the budget first and giving
-// the old allocation back after the copy.
+// grow moves buf into a new allocation of size bytes, taking the added capacity from the budget
+// first. (During the copy the old buffer also exists; with doubling that is at most half the new
+// size, and it is garbage right after.)
 func (br *bodyReader) grow(ctx context.Context, buf []byte, size int64) ([]byte, error) {
-	wctx, cancel := context.WithTimeout(ctx, budgetWait)
-	err := br.budget.Acquire(wctx, size)
-	cancel()
-	if err != nil {
-		return nil, errNoBudget
+	add := size - int64(cap(buf))
+	if buf == nil && br.budget.firsts != nil && br.budget.firsts.TryAcquire(add) {
+		br.heldFirst = add
+	} else {
+		wctx, cancel := context.WithTimeout(ctx, budgetWait)
+		err := br.budget.growth.Acquire(wctx, add)
+		cancel()
+		if err != nil {
+			return nil, errNoBudget
+		}
+		br.heldGrowth += add
 	}
 	next := make([]byte, len(buf), size)
 	copy(next, buf)
-	br.budget.Release(br.held)
-	br.held = size
 	return next, nil
 }
 

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
@@ -67,7 +66,7 @@ type Options struct {
 // Handler serves POST /webhook.
 type Handler struct {
 	opts   Options
-	budget *semaphore.Weighted
+	budget *bodyBudget
 }
 
 // NewHandler builds the webhook handler.
@@ -78,7 +77,7 @@ func NewHandler(opts Options) *Handler {
 	if opts.MinBodyRate <= 0 {
 		opts.MinBodyRate = DefaultMinBodyRate
 	}
-	return &Handler{opts: opts, budget: semaphore.NewWeighted(opts.BodyBudget)}
+	return &Handler{opts: opts, budget: newBodyBudget(opts.BodyBudget)}
 }
 
 type response struct {
@@ -128,7 +127,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		br.deadline = start.Add(h.opts.ReadTimeout)
 	}
 	body, err := br.read(ctx, w, r)
-	defer func() { h.budget.Release(br.held) }()
+	defer br.release()
 	if err != nil {
 		switch {
 		case errors.Is(err, errTooLarge):
@@ -146,8 +145,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	d, rej := Parse(r.Header, body, h.opts.Secrets(), h.opts.ContentType)
 	// The raw body is not needed past here (the document is its own copy): give its memory back
 	// before waiting for the database.
-	h.budget.Release(br.held)
-	br.held = 0
+	br.release()
 	if rej != nil {
 		reject(rej)
 		return
