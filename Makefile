@@ -7,6 +7,12 @@ SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
 TOOLS        := $(CURDIR)/bin/tools
 STATICCHECK_VERSION := v0.8.2
+GOVULNCHECK_VERSION := v1.9.0
+# The Go vulnerability database, from the golang.org/x/vulndb module on the module proxy (its
+# data/osv entries, indexed by its cmd/indexdb): `latest` is the newest the proxy has. Set
+# VULNCHECK_DB=https://vuln.go.dev to ask the database's own server instead.
+VULNDB_VERSION ?= latest
+VULNCHECK_DB ?= file://$(TOOLS)/vulndb
 CONTROLLER_GEN_VERSION := v0.23.0
 CHART        := charts/boardreadyops
 # Local development database (hack/pgdev); override DATABASE_URL to use your own.
@@ -37,14 +43,33 @@ test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Deb
 	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all modules, no tracked file over 1 MiB
+lint: $(TOOLS)/staticcheck ## gofmt check, go vet, staticcheck and govulncheck across all modules, no tracked file over 1 MiB
 	@hack/check-file-sizes.sh
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
 	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(TOOLS)/staticcheck ./...); done
+	@$(MAKE) -s vulncheck
+
+.PHONY: vulncheck
+vulncheck: $(TOOLS)/govulncheck ## govulncheck (reachable vulnerabilities) over every module; docs/security.md says how a finding is handled
+	@if [ "$(VULNCHECK_DB)" = "file://$(TOOLS)/vulndb" ]; then $(MAKE) -s vulndb; fi
+	@set -e; for m in $(MODULES); do echo "govulncheck $$m"; (cd $$m && $(TOOLS)/govulncheck -db '$(VULNCHECK_DB)' ./...); done
+
+.PHONY: vulndb
+vulndb: ## Build the local Go vulnerability database bin/tools/vulndb from golang.org/x/vulndb@$(VULNDB_VERSION) (module proxy)
+	@dir=$$(GOWORK=off go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		version=$$(basename "$$dir" | sed 's/.*@//'); \
+		if [ "$$(cat $(TOOLS)/vulndb.version 2>/dev/null)" != "$$version" ]; then \
+			echo "vulndb $$version"; rm -rf $(TOOLS)/vulndb; \
+			GOWORK=off go run golang.org/x/vulndb/cmd/indexdb@$$version -vulns "$$dir/data/osv" -out $(TOOLS)/vulndb && \
+			echo "$$version" >$(TOOLS)/vulndb.version; \
+		fi
 
 $(TOOLS)/staticcheck:
 	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+
+$(TOOLS)/govulncheck:
+	GOBIN=$(TOOLS) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 $(TOOLS)/controller-gen:
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
