@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/services/ingest/internal/store"
@@ -222,24 +224,7 @@ func TestTricklingClientIsCutOff(t *testing.T) {
 
 func testutilCount(t *testing.T, e *env, result string) int {
 	t.Helper()
-	var n float64
-	mfs, err := e.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "boardreadyops_ingest_deliveries_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "result" && l.GetValue() == result {
-					n += m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return int(n)
+	return int(testutil.ToFloat64(counter(t, e.reg, result)))
 }
 
 // groupStore is the store as ingest runs it by default: deliveries committed in groups.
