@@ -16,8 +16,8 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
