@@ -330,7 +330,7 @@ func refs(in []rawRepositoryRef) ([]RepositoryRef, bool, error) {
 		if !ValidFullName(r.FullName) {
 			return nil, false, fmt.Errorf("%w: repository full_name %q is not a GitHub owner/name", ErrMalformed, cut(r.FullName, 64))
 		}
-		out = append(out, RepositoryRef{ID: r.ID, FullName: r.FullName})
+		out = append(out, RepositoryRef(r))
 	}
 	return out, truncated, nil
 }
