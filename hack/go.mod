@@ -9,13 +9,13 @@ replace (
 
 require (
 	github.com/boardreadyops/cloud/pkg v0.0.0-00010101000000-000000000000
+	github.com/boardreadyops/cloud/schema v0.0.0-00010101000000-000000000000
 	github.com/jackc/pgx/v5 v5.13.0
 	go.opentelemetry.io/proto/otlp v1.11.0
 	google.golang.org/protobuf v1.36.12
 )
 
 require (
-	github.com/boardreadyops/cloud/schema v0.0.0-00010101000000-000000000000 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect

@@ -146,7 +146,7 @@ func Normalize(event string, payload []byte) (Document, error) {
 	}
 	var raw rawPayload
 	if err := json.Unmarshal(payload, &raw); err != nil {
-		return Document{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Document{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	action := ""
 	if raw.Action != nil {

@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -175,7 +176,7 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Job, error) {
 	}
 	j, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Job])
 	if err != nil {
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return Job{}, fmt.Errorf("get job %d: %w", id, sqlstate.ErrNotFound)
 		}
 		return Job{}, fmt.Errorf("get job %d: %w", id, err)

@@ -9,8 +9,8 @@ import (
 )
 
 // TestRowCheckPatterns proves that each pattern rewritten for speed in the row checks of 00009
-// accepts exactly the strings its original regular expression did: every seed and every string
-// one edit away from a seed (each character replaced, deleted, or a character inserted) is run
+// accepts exactly the strings its original regular expression did: every sample and every string
+// one edit away from a sample (each character replaced, deleted, or a character inserted) is run
 // through the row check function and through the original expression, and the two must agree.
 func TestRowCheckPatterns(t *testing.T) {
 	t.Parallel()
@@ -46,7 +46,7 @@ func TestRowCheckPatterns(t *testing.T) {
 		name     string
 		call     string // %s is the candidate, quoted
 		original string
-		seeds    []string
+		samples  []string
 		alphabet string
 	}{
 		{"webhook_inbox event", `boardreadyops_webhook_validate_row('d', %s, NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`,
@@ -69,7 +69,7 @@ func TestRowCheckPatterns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			corpus := oneEditAway(tt.seeds, tt.alphabet)
+			corpus := oneEditAway(tt.samples, tt.alphabet)
 			rows, err := conn.Query(ctx, `SELECT s, s ~ $2, pg_temp.passes(format($3, quote_literal(s))) FROM unnest($1::text[]) s`,
 				corpus, tt.original, tt.call)
 			if err != nil {
@@ -101,9 +101,9 @@ func TestRowCheckPatterns(t *testing.T) {
 	}
 }
 
-// oneEditAway returns the seeds and every distinct string one edit away from a seed, with
+// oneEditAway returns the samples and every distinct string one edit away from a sample, with
 // characters from alphabet.
-func oneEditAway(seeds []string, alphabet string) []string {
+func oneEditAway(samples []string, alphabet string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -112,9 +112,9 @@ func oneEditAway(seeds []string, alphabet string) []string {
 			out = append(out, s)
 		}
 	}
-	for _, seed := range seeds {
-		add(seed)
-		r := []rune(seed)
+	for _, sample := range samples {
+		add(sample)
+		r := []rune(sample)
 		for i := 0; i <= len(r); i++ {
 			if i < len(r) {
 				add(string(r[:i]) + string(r[i+1:]))

@@ -8,6 +8,7 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -339,7 +340,7 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Effect, error) {
 	}
 	e, err := pgx.CollectExactlyOneRow(rows, ScanEffect)
 	if err != nil {
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return Effect{}, fmt.Errorf("get effect %d: %w", id, sqlstate.ErrNotFound)
 		}
 		return Effect{}, fmt.Errorf("get effect %d: %w", id, err)

@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
@@ -26,7 +26,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 	}{
 		{"check run create",
 			func(t *testing.T, ctx context.Context, b *bundle) int64 {
-				return enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+				return enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 			},
 			func(ctx context.Context, b *bundle, id int64, w string) error {
 				_, err := b.store.CompleteCheckRunCreate(ctx, b.pool, id, w, 99)
@@ -34,7 +34,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 			}},
 		{"check run complete",
 			func(t *testing.T, ctx context.Context, b *bundle) int64 {
-				r := seedRun(t, ctx, b)
+				r := createRun(t, ctx, b)
 				id, _, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete,
 					ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID, InstallationID: r.InstallationID,
 					Payload: map[string]any{"check_run_id": 1}})
@@ -74,7 +74,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 func TestStaleWorkerCannotCompleteDispatch(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	id := dispatchFor(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w-old", id)
 	// The old worker dies before starting delivery; the lease expires and another worker takes over.
 	b.clock.Advance(2 * time.Minute)
@@ -93,7 +93,7 @@ func TestStaleWorkerCannotCompleteDispatch(t *testing.T) {
 func TestStartDeliveryRefusedAfterLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	id := dispatchFor(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w1", id)
 	b.clock.Advance(61 * time.Second)
 	if _, err := b.store.StartDelivery(ctx, b.pool, id, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
@@ -125,7 +125,7 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, b := setup(t)
-			r := seedRun(t, ctx, b)
+			r := createRun(t, ctx, b)
 			var id int64
 			if tt.dispatch {
 				id = dispatchFor(t, ctx, b, r)
@@ -170,7 +170,7 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 func TestRetryExhaustsToDeadLetter(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	id := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET max_attempts = 3 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestRetryExhaustsToDeadLetter(t *testing.T) {
 func TestDeferDoesNotSpendAttempts(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	id := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	for i := 0; i < 20; i++ { // far more deferrals than max_attempts
 		claimOne(t, ctx, b, "w1", id)
 		if err := b.store.Defer(ctx, b.pool, id, "w1", b.clock.Now().Add(30*time.Second), "secondary rate limit"); err != nil {
@@ -348,7 +348,7 @@ func TestResolveReconciliation(t *testing.T) {
 	})
 }
 
-// The seed: workflow completion requires the run and attempt to advance; otherwise nothing
+// The outbox specification: workflow completion requires the run and attempt to advance; otherwise nothing
 // completes and the record stays recoverable, eventually entering reconciliation.
 func TestDispatchCompletionRequiresAdvance(t *testing.T) {
 	t.Parallel()
@@ -378,7 +378,7 @@ func TestDispatchCompletionRequiresAdvance(t *testing.T) {
 func TestPipelineHappyPath(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	create := enqueueCreate(t, ctx, b, r)
 	claimOne(t, ctx, b, "w1", create)
 	if _, err := b.store.StartDelivery(ctx, b.pool, create, "w1"); err != nil {
@@ -446,7 +446,7 @@ func TestPipelineHappyPath(t *testing.T) {
 func TestEnqueueConstraints(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	enqueueCreate(t, ctx, b, r)
 
 	t.Run("duplicate idempotency key inserts nothing", func(t *testing.T) {
@@ -535,7 +535,7 @@ func TestStats(t *testing.T) {
 	if _, err := b.store.Retry(ctx, b.pool, retrying, "w1", "503", b.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	b.clock.Advance(45 * time.Second)
 
 	st, err := b.store.Stats(ctx, b.pool)
@@ -553,7 +553,7 @@ func TestConcurrentClaimersClaimEachRowOnce(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	const rows, claimers = 10000, 16
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	// Many attempts of one run give many distinct check_run.complete keys cheaply.
 	_, err := b.pool.Exec(ctx, `
 		WITH a AS (

@@ -22,6 +22,8 @@
 --      release drops the wrappers, except one: boardreadyops_replay_control_plane_outbox is the
 --      name the outbox specification gives the operator's replay of a dead-letter effect, so that
 --      wrapper is permanent (its comment says so).
+-- Down drops the wrappers and renames back; it reads the map from the wrappers' comments, which
+-- name the function each wrapper calls.
 --
 -- The live definitions are in schema/current.sql (make generate).
 
@@ -140,56 +142,27 @@ $$;
 -- +goose StatementEnd
 
 -- +goose Down
+-- The wrappers' comments name the functions they call: they give the map back.
 -- +goose StatementBegin
 DO $$
 DECLARE
-    -- {old name, new name}, as in the Up section.
-    v_renames CONSTANT text[] := ARRAY[
-        ['boardreadyops_accept_webhook', 'boardreadyops_webhook_accept'],
-        ['boardreadyops_accept_webhooks', 'boardreadyops_webhook_accept_batch'],
-        ['boardreadyops_check_webhook_inbox', 'boardreadyops_webhook_validate_row'],
-        ['boardreadyops_check_control_plane_jobs', 'boardreadyops_job_validate_row'],
-        ['boardreadyops_check_control_plane_outbox', 'boardreadyops_outbox_validate_row'],
-        ['boardreadyops_check_release_runs', 'boardreadyops_release_run_validate_row'],
-        ['boardreadyops_check_execution_attempts', 'boardreadyops_execution_attempt_validate_row'],
-        ['boardreadyops_check_violation', 'boardreadyops_row_rule_violation'],
-        ['boardreadyops_claim_control_plane_jobs', 'boardreadyops_job_claim'],
-        ['boardreadyops_complete_control_plane_job', 'boardreadyops_job_complete'],
-        ['boardreadyops_complete_control_plane_jobs', 'boardreadyops_job_complete_batch'],
-        ['boardreadyops_control_plane_job_stats', 'boardreadyops_job_stats'],
-        ['boardreadyops_dead_letter_control_plane_job', 'boardreadyops_job_dead_letter'],
-        ['boardreadyops_defer_control_plane_job', 'boardreadyops_job_defer'],
-        ['boardreadyops_recover_control_plane_job_leases', 'boardreadyops_job_recover_leases'],
-        ['boardreadyops_release_control_plane_job', 'boardreadyops_job_release'],
-        ['boardreadyops_replay_control_plane_job', 'boardreadyops_job_replay'],
-        ['boardreadyops_retry_control_plane_job', 'boardreadyops_job_retry'],
-        ['boardreadyops_claim_control_plane_outbox', 'boardreadyops_outbox_claim'],
-        ['boardreadyops_start_control_plane_outbox_delivery', 'boardreadyops_outbox_start_delivery'],
-        ['boardreadyops_start_control_plane_outbox_delivery_batch', 'boardreadyops_outbox_start_delivery_batch'],
-        ['boardreadyops_complete_check_run_create', 'boardreadyops_outbox_complete_check_run_create'],
-        ['boardreadyops_complete_check_run_complete', 'boardreadyops_outbox_complete_check_run_complete'],
-        ['boardreadyops_complete_check_run_complete_batch', 'boardreadyops_outbox_complete_check_run_complete_batch'],
-        ['boardreadyops_complete_workflow_dispatch', 'boardreadyops_outbox_complete_workflow_dispatch'],
-        ['boardreadyops_control_plane_outbox_stats', 'boardreadyops_outbox_stats'],
-        ['boardreadyops_dead_letter_control_plane_outbox', 'boardreadyops_outbox_dead_letter'],
-        ['boardreadyops_dead_letter_installation_outbox', 'boardreadyops_outbox_dead_letter_installation'],
-        ['boardreadyops_defer_control_plane_outbox', 'boardreadyops_outbox_defer'],
-        ['boardreadyops_enqueue_control_plane_outbox', 'boardreadyops_outbox_enqueue'],
-        ['boardreadyops_recover_control_plane_outbox_leases', 'boardreadyops_outbox_recover_leases'],
-        ['boardreadyops_release_control_plane_outbox', 'boardreadyops_outbox_release'],
-        ['boardreadyops_replay_control_plane_outbox', 'boardreadyops_outbox_replay'],
-        ['boardreadyops_retry_control_plane_outbox', 'boardreadyops_outbox_retry'],
-        ['boardreadyops_require_control_plane_outbox_reconciliation', 'boardreadyops_outbox_require_reconciliation'],
-        ['boardreadyops_resolve_workflow_dispatch_reconciliation', 'boardreadyops_outbox_resolve_reconciliation'],
-        ['boardreadyops_create_release_run', 'boardreadyops_release_run_create'],
-        ['boardreadyops_start_next_execution_attempt', 'boardreadyops_execution_attempt_start_next'],
-        ['boardreadyops_sweep_control_plane_retention', 'boardreadyops_retention_sweep']
-    ];
+    v_renames text[];
     v_pair text[];
     v_fn record;
     v_def text;
     v_renamed text;
 BEGIN
+    SELECT array_agg(ARRAY[p.proname::text,
+                           substring(obj_description(p.oid, 'pg_proc') FROM '^(?:Deprecated|Permanent) name of (\w+)')]
+                     ORDER BY p.proname)
+    INTO v_renames
+    FROM pg_proc p
+    WHERE p.pronamespace = 'public'::regnamespace
+      AND obj_description(p.oid, 'pg_proc') ~ '^(Deprecated|Permanent) name of \w+';
+    IF coalesce(cardinality(v_renames), 0) <> 2 * 39 THEN
+        RAISE EXCEPTION 'found % of the 39 wrappers of migration 00014', coalesce(cardinality(v_renames), 0) / 2;
+    END IF;
+
     -- 1. Drop the wrappers, then rename back (the OIDs, and so constraints and grants, stay).
     FOREACH v_pair SLICE 1 IN ARRAY v_renames LOOP
         SELECT p.oid::regprocedure::text AS signature INTO STRICT v_fn

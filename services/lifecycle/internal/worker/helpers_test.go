@@ -96,8 +96,12 @@ func (b *bundle) withWorker(hook func(handler.Job), opts ...func(*worker.Config)
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	b.worker = worker.New(cfg, b.pool, hh, worker.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("test"),
-		slog.New(slog.DiscardHandler), nil)
+	cfg.Handler, cfg.Metrics, cfg.Tracer = hh, worker.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("test")
+	w, err := worker.New(b.pool, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.worker = w
 	return b
 }
 

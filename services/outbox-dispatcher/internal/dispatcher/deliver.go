@@ -176,8 +176,8 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
 		until := ge.RetryAt
-		if max := time.Now().Add(110 * time.Minute); until.After(max) {
-			until = max
+		if latest := time.Now().Add(110 * time.Minute); until.After(latest) {
+			until = latest
 		}
 		d.limiter.block(e.InstallationID, until)
 		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
@@ -195,7 +195,7 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
 	}
-	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(backoff(e.Attempts, d.cfg.MaxBackoff)))
+	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(d.backoff.Delay(e.Attempts)))
 	if serr == nil && status == outbox.StatusDeadLetter {
 		return d.record(ctx, e, OutcomeDeadLetter)
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
@@ -58,12 +58,23 @@ func (e *env) dispatcher(lease time.Duration) *dispatcher.Dispatcher {
 	if e.n == 1 {
 		reg = e.reg // the first dispatcher's metrics are inspected by the tests
 	}
-	m := dispatcher.NewMetrics(reg)
-	return dispatcher.New(dispatcher.Config{
+	return newDispatcher(e.t, e.pool, dispatcher.Config{
 		WorkerID: fmt.Sprintf("dispatcher-%d", e.n), Concurrency: 16, PerInstallation: 8, BatchSize: 16, Lease: lease,
 		PollInterval: 20 * time.Millisecond, Listen: true, MaxBackoff: time.Second, RecoverInterval: 100 * time.Millisecond,
 		StatsInterval: 50 * time.Millisecond, CheckRunName: "BoardReadyOps release",
-	}, e.pool, e.gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+		GitHub: e.gh, Metrics: dispatcher.NewMetrics(reg),
+	})
+}
+
+// newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
+func newDispatcher(tb testing.TB, pool *pgxpool.Pool, cfg dispatcher.Config) *dispatcher.Dispatcher {
+	tb.Helper()
+	cfg.Tracer, cfg.Logger = telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler)
+	d, err := dispatcher.New(pool, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
 }
 
 // run runs a dispatcher until cond holds (or fails the test after a while).
