@@ -3,7 +3,7 @@
 -- migrations are the only thing applied. Do not edit.
 
 -- FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamp with time zone)
-CREATE FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
+CREATE FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8, $9)$_$;

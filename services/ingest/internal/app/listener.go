@@ -55,9 +55,17 @@ func (l *limited) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	for len(l.sem) > l.high && l.shedOldestIdle() {
-	}
+	l.shedAbove(l.high)
 	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+// shedAbove closes idle connections, oldest first, while more than high are open.
+func (l *limited) shedAbove(high int) {
+	for len(l.sem) > high {
+		if !l.shedOldestIdle() {
+			return
+		}
+	}
 }
 
 // track is the server's ConnState hook: it keeps the set of idle connections.

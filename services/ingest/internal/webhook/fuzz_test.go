@@ -20,8 +20,8 @@ import (
 // a body whose signature does not verify, nor one in another encoding than the configured one
 // (a form only as exactly one payload field), nor a delivery id outside GitHub's set; an accepted
 // document is valid JSON, bounded, storable (no NUL, valid UTF-8) and of the named event's shape,
-// with full names in GitHub's owner/name set. The starting corpus is testdata/fuzz/FuzzParse (every
-// handled event and action, and the attacks of docs/security.md); `go test` runs it as plain tests.
+// with full names in GitHub's owner/name set. The corpus in testdata/fuzz/FuzzParse (every handled
+// event and action, and the attacks of docs/security.md) runs as plain tests under `go test`.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"zen":"x","hook_id":1,"hook":{"app_id":1}}`), "", "ping", "application/json", true, "d-1", false)
 	f.Add([]byte(`{}`), "sha256=00", "push", "application/json", false, "d-2", false)
