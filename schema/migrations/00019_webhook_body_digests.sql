@@ -19,19 +19,20 @@
 -- deprecated name of 00014 are dropped and created again with the same arguments and grants.
 
 -- +goose Up
-CREATE TABLE webhook_body_digests (
+CREATE TABLE public.webhook_body_digests (
     payload_sha256 bytea PRIMARY KEY CHECK (length(payload_sha256) = 32),
     -- The first delivery that carried the body.
     delivery_id    text NOT NULL CHECK (length(delivery_id) BETWEEN 1 AND 100),
     received_at    timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX webhook_body_digests_received_at_idx ON webhook_body_digests (received_at);
-GRANT SELECT, INSERT, UPDATE, DELETE ON webhook_body_digests TO boardreadyops_admin;
+CREATE INDEX webhook_body_digests_received_at_idx ON public.webhook_body_digests (received_at);
+ALTER TABLE public.webhook_body_digests OWNER TO boardreadyops_schema_owner;
+GRANT SELECT, INSERT, UPDATE, DELETE ON public.webhook_body_digests TO boardreadyops_admin;
 
 -- The bodies already stored count from the start.
-INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
 SELECT DISTINCT ON (payload_sha256) payload_sha256, delivery_id, received_at
-FROM webhook_inbox ORDER BY payload_sha256, received_at, id
+FROM public.webhook_inbox ORDER BY payload_sha256, received_at, id
 ON CONFLICT DO NOTHING;
 
 DROP FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz);
@@ -51,10 +52,10 @@ CREATE FUNCTION boardreadyops_webhook_accept(
 RETURNS TABLE (inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_inbox bigint;
     v_job bigint;
     v_first text;
@@ -102,6 +103,7 @@ CREATE FUNCTION boardreadyops_accept_webhook(
     p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamptz DEFAULT NULL)
 RETURNS TABLE (inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
 LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
 AS $$SELECT * FROM public.boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8, $9)$$;
 COMMENT ON FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) IS
     'Deprecated name of boardreadyops_webhook_accept (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
@@ -131,10 +133,10 @@ CREATE OR REPLACE FUNCTION boardreadyops_webhook_accept_batch(
 RETURNS TABLE (delivery_id text, inbox_id bigint, job_id bigint)
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_n integer := cardinality(p_delivery_ids);
 BEGIN
     IF v_n IS NULL OR v_n > 10000 THEN
@@ -184,13 +186,13 @@ CREATE FUNCTION boardreadyops_webhook_record_ignored(
 RETURNS boolean
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_first text;
 BEGIN
     INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
-    VALUES (p_payload_sha256, p_delivery_id, coalesce(p_now, now()))
+    VALUES (p_payload_sha256, p_delivery_id, public.boardreadyops_clock_now(p_now))
     ON CONFLICT (payload_sha256) DO NOTHING;
     IF FOUND THEN
         RETURN false;
@@ -212,7 +214,7 @@ CREATE FUNCTION boardreadyops_webhook_sweep_digests(
 RETURNS bigint
 LANGUAGE plpgsql
 SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_deleted bigint;
@@ -225,7 +227,7 @@ BEGIN
     END IF;
     WITH doomed AS (
         SELECT g.payload_sha256 FROM public.webhook_body_digests g
-        WHERE g.received_at < coalesce(p_now, now()) - p_window
+        WHERE g.received_at < public.boardreadyops_clock_now(p_now) - p_window
           AND NOT EXISTS (SELECT FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)
         ORDER BY g.received_at
         LIMIT p_batch
@@ -240,30 +242,28 @@ $$;
 REVOKE ALL ON FUNCTION boardreadyops_webhook_sweep_digests(interval, integer, timestamptz) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION boardreadyops_webhook_sweep_digests(interval, integer, timestamptz) TO boardreadyops_admin;
 
--- +goose Down
-DROP FUNCTION boardreadyops_webhook_sweep_digests(interval, integer, timestamptz);
-DROP FUNCTION boardreadyops_webhook_record_ignored(text, bytea, timestamptz);
-DROP FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz);
-DROP FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz);
+-- The owner and the rules of docs/operations.md, "Rules for a new function" (migration 00015/00016).
+ALTER FUNCTION public.boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_webhook_record_ignored(text, bytea, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_webhook_sweep_digests(interval, integer, timestamptz) OWNER TO boardreadyops_schema_owner;
 
+-- +goose Down
+DROP FUNCTION public.boardreadyops_webhook_sweep_digests(interval, integer, timestamptz);
+DROP FUNCTION public.boardreadyops_webhook_record_ignored(text, bytea, timestamptz);
+DROP FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz);
+DROP FUNCTION public.boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz);
+
+-- The definitions of migration 00016, word for word.
 -- +goose StatementBegin
-CREATE OR REPLACE FUNCTION boardreadyops_webhook_accept_batch(
-    p_delivery_ids text[],
-    p_events text[],
-    p_actions text[],
-    p_installation_ids bigint[],
-    p_repository_ids bigint[],
-    p_payloads jsonb[],
-    p_payload_sha256s bytea[],
-    p_traceparents text[],
-    p_now timestamptz DEFAULT NULL)
-RETURNS TABLE (delivery_id text, inbox_id bigint, job_id bigint)
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
-AS $$
+CREATE OR REPLACE FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(delivery_id text, inbox_id bigint, job_id bigint)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_n integer := cardinality(p_delivery_ids);
 BEGIN
     IF v_n IS NULL OR v_n > 10000 THEN
@@ -281,76 +281,71 @@ BEGIN
                              p_payloads, p_payload_sha256s, p_traceparents) WITH ORDINALITY
             AS d(delivery_id, event, action, installation_id, repository_id, payload, payload_sha256, traceparent, ord)
     ), i AS (
-        INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+        INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                    payload_sha256, received_at, traceparent)
         SELECT d.delivery_id, d.event, d.action, d.installation_id, d.repository_id, d.payload,
                d.payload_sha256, v_now, d.traceparent
         FROM d ORDER BY d.ord
         ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
-        RETURNING webhook_inbox.id, webhook_inbox.delivery_id, webhook_inbox.event, webhook_inbox.traceparent
+        RETURNING public.webhook_inbox.id, public.webhook_inbox.delivery_id, public.webhook_inbox.event, public.webhook_inbox.traceparent
     ), j AS (
-        INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+        INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
         SELECT i.event, i.id, v_now, v_now, v_now, i.traceparent FROM i ORDER BY i.id
-        RETURNING control_plane_jobs.id, control_plane_jobs.inbox_id
+        RETURNING public.control_plane_jobs.id, public.control_plane_jobs.inbox_id
     )
     SELECT i.delivery_id, i.id, j.id FROM i JOIN j ON j.inbox_id = i.id;
 END;
-$$;
+$function$;
 -- +goose StatementEnd
 
 -- +goose StatementBegin
-CREATE FUNCTION boardreadyops_webhook_accept(
-    p_delivery_id text,
-    p_event text,
-    p_action text,
-    p_installation_id bigint,
-    p_repository_id bigint,
-    p_payload jsonb,
-    p_payload_sha256 bytea,
-    p_traceparent text,
-    p_now timestamptz DEFAULT NULL)
-RETURNS TABLE (inbox_id bigint, job_id bigint, duplicate boolean)
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, public, pg_temp
-AS $$
+CREATE FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_inbox bigint;
     v_job bigint;
 BEGIN
-    INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+    INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                payload_sha256, received_at, traceparent)
     VALUES (p_delivery_id, p_event, p_action, p_installation_id, p_repository_id, p_payload,
             p_payload_sha256, v_now, p_traceparent)
     ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
     RETURNING id INTO v_inbox;
     IF v_inbox IS NULL THEN
-        SELECT i.id INTO v_inbox FROM webhook_inbox i WHERE i.delivery_id = p_delivery_id;
+        SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = p_delivery_id;
         RETURN QUERY SELECT v_inbox, NULL::bigint, true;
         RETURN;
     END IF;
-    INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+    INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
     VALUES (p_event, v_inbox, v_now, v_now, v_now, p_traceparent)
     RETURNING id INTO v_job;
     RETURN QUERY SELECT v_inbox, v_job, false;
 END;
-$$;
+$function$;
 -- +goose StatementEnd
 
-CREATE FUNCTION boardreadyops_accept_webhook(
-    p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint,
-    p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamptz DEFAULT NULL)
-RETURNS TABLE (inbox_id bigint, job_id bigint, duplicate boolean)
-LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY INVOKER
-AS $$SELECT * FROM public.boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8, $9)$$;
-COMMENT ON FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) IS
+-- +goose StatementBegin
+CREATE FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone)
+ RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
+ LANGUAGE sql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$SELECT * FROM public.boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8, $9)$function$;
+-- +goose StatementEnd
+
+COMMENT ON FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) IS
     'Deprecated name of boardreadyops_webhook_accept (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
-REVOKE ALL ON FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) FROM PUBLIC;
-REVOKE ALL ON FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz)
+ALTER FUNCTION public.boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) OWNER TO boardreadyops_schema_owner;
+ALTER FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) OWNER TO boardreadyops_schema_owner;
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION public.boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz)
     TO boardreadyops_ingest, boardreadyops_admin;
-GRANT EXECUTE ON FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz)
+GRANT EXECUTE ON FUNCTION public.boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamptz)
     TO boardreadyops_ingest, boardreadyops_admin;
 
-DROP TABLE webhook_body_digests;
+DROP TABLE public.webhook_body_digests;
