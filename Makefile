@@ -76,6 +76,10 @@ cluster-down: ## Stop the cluster of make cluster-up and remove what it left (pr
 	@mkdir -p bin && go build -o bin/cluster ./hack/cluster
 	bin/cluster down
 
+.PHONY: test-cluster
+test-cluster: ## End-to-end test on a real single-node cluster (root; not part of make test): images, helm install, scaling, upgrade, uninstall
+	go test -tags cluster -count=1 -v -timeout 50m ./hack/test/cluster
+
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart README's value table from values.yaml comments
 	go test ./charts/charttest -run TestReadmeListsEveryValue -count=1 -update
