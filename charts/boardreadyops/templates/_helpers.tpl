@@ -209,13 +209,19 @@ spec:
           env:
             {{- include "boardreadyops.commonEnv" .root | nindent 12 }}
             - name: BOARDREADYOPS_SHUTDOWN_TIMEOUT
-              value: {{ printf "%ds" (sub (int .grace) 5) | quote }}
+              value: {{ printf "%ds" (sub (sub (int .grace) 5) (int (default 0 .preStopSleep))) | quote }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}
             {{- with .values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
+          {{- with .preStopSleep }}
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ . }}
+          {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz
