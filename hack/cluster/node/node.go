@@ -31,13 +31,8 @@ func Up(ctx context.Context, c Config, push func(ctx context.Context, registry s
 			return fmt.Errorf("Kubernetes binaries: %w (hack/cluster/build-binaries.sh builds them)", err)
 		}
 	}
-	for _, tool := range []string{"containerd", "containerd-shim-runc-v2", "runc", "iptables", "mount", "ip"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			return fmt.Errorf("%s not found: apt-get install containerd runc containernetworking-plugins iptables", tool)
-		}
-	}
-	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
-		return fmt.Errorf("CNI plugins: %w (apt-get install containernetworking-plugins)", err)
+	if err := ensurePackages(c.Logf); err != nil {
+		return err
 	}
 	if _, err := c.recordHost(); err != nil {
 		return err
@@ -94,6 +89,43 @@ func Up(ctx context.Context, c Config, push func(ctx context.Context, registry s
 		return err
 	}
 	return c.waitNodeReady(ctx, 3*time.Minute)
+}
+
+// Debian packages the node needs, by a program each provides.
+var packages = map[string]string{
+	"containerd": "containerd", "containerd-shim-runc-v2": "containerd", "runc": "runc",
+	"/usr/lib/cni/bridge": "containernetworking-plugins", "iptables": "iptables", "conntrack": "conntrack",
+}
+
+// ensurePackages installs the missing ones with apt-get.
+func ensurePackages(logf func(string, ...any)) error {
+	var missing []string
+	for prog, pkg := range packages {
+		found := false
+		if strings.HasPrefix(prog, "/") {
+			_, err := os.Stat(prog)
+			found = err == nil
+		} else {
+			_, err := exec.LookPath(prog)
+			found = err == nil
+		}
+		if !found && !slices.Contains(missing, pkg) {
+			missing = append(missing, pkg)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	slices.Sort(missing)
+	logf("installing %s with apt-get", strings.Join(missing, " "))
+	for _, args := range [][]string{{"update", "-qq"}, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, missing...)} {
+		cmd := exec.Command("apt-get", args...)
+		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
 }
 
 func (c *Config) sharedDir() error {
@@ -282,13 +314,16 @@ func (c *Config) adminTLS() (*tls.Config, error) {
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// Kubectl runs the cluster's kubectl with the admin kubeconfig and returns its output.
+// Kubectl runs the cluster's kubectl with the admin kubeconfig and returns its standard output
+// (warnings go to its standard error, returned within the error on failure).
 func (c Config) Kubectl(ctx context.Context, args ...string) (string, error) {
 	c.Defaults()
 	cmd := exec.CommandContext(ctx, c.bin("kubectl"), append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...)
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
+		return string(out), fmt.Errorf("kubectl %s: %v: %s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }
