@@ -28,7 +28,7 @@ func Up(ctx context.Context, c Config, push func(ctx context.Context, registry s
 	}
 	for _, bin := range []string{"etcd", "kube-apiserver", "kubelet", "kubectl"} {
 		if _, err := os.Stat(filepath.Join(c.BinDir, bin)); err != nil {
-			return fmt.Errorf("Kubernetes binaries: %w (hack/cluster/build-binaries.sh builds them)", err)
+			return fmt.Errorf("the Kubernetes binaries: %w (hack/cluster/build-binaries.sh builds them)", err)
 		}
 	}
 	if err := ensurePackages(c.Logf); err != nil {
