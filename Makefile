@@ -6,7 +6,7 @@ MODULES      := schema pkg charts hack services/brops services/ingest services/l
 SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
 TOOLS        := $(CURDIR)/bin/tools
-STATICCHECK_VERSION := v0.8.2
+GOLANGCI_LINT_VERSION := v2.15.0
 CONTROLLER_GEN_VERSION := v0.23.0
 CHART        := charts/boardreadyops
 # Local development database (hack/pgdev); override DATABASE_URL to use your own.
@@ -37,27 +37,33 @@ test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Deb
 	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/staticcheck ## gofmt check, go vet and staticcheck across all modules, no tracked file over 1 MiB
+lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) in every module; no tracked file over 1 MiB
 	@hack/check-file-sizes.sh
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
-	@set -e; for m in $(MODULES); do echo "staticcheck $$m"; (cd $$m && $(TOOLS)/staticcheck ./...); done
+	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS)/golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 
-$(TOOLS)/staticcheck:
-	GOBIN=$(TOOLS) go install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+$(TOOLS)/golangci-lint:
+	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 $(TOOLS)/controller-gen:
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 .PHONY: generate
-generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, and its CRD and RBAC rules into the chart
+generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its CRD and RBAC rules into the chart, and the schema snapshot schema/current (needs PostgreSQL 15)
 	cd services/operator && $(TOOLS)/controller-gen object paths=./api/...
 	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/crds
 	cd services/operator && $(TOOLS)/controller-gen rbac:roleName=boardreadyops-operator paths=./internal/controller/... output:rbac:dir=$(CURDIR)/$(CHART)/files
+	PATH="$(PG15_BIN):$$PATH" go run ./hack/schemasnap -out schema/current
+
+# The schema snapshot is generated with PostgreSQL 15 (Debian 12's postgresql); its bin directory
+# goes first on PATH when present.
+PG15_BIN     ?= /usr/lib/postgresql/15/bin
+GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/current
 
 .PHONY: verify-generate
-verify-generate: generate ## Fail when generated files differ from what is committed
-	@git diff --exit-code -- services/operator/api $(CHART)/crds $(CHART)/files || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)
+	@git diff --exit-code -- $(GENERATED) && test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --short -- $(GENERATED); echo "generated files are stale: run make generate and commit"; exit 1; }
 
 IMAGE_TAG  ?= dev
 IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot

@@ -34,7 +34,12 @@ func TestVersionsAreDenseAndGooseFormatted(t *testing.T) {
 		}
 		// Every SECURITY DEFINER function pins its search_path.
 		for _, chunk := range strings.Split(s, "CREATE FUNCTION")[1:] {
-			header := chunk[:strings.Index(chunk, "AS $$")]
+			end := strings.Index(chunk, "AS $$")
+			if end < 0 {
+				t.Errorf("%s: function without an AS $$ body: %.60s", f, chunk)
+				continue
+			}
+			header := chunk[:end]
 			if strings.Contains(header, "SECURITY DEFINER") && !strings.Contains(header, "SET search_path = pg_catalog, public, pg_temp") {
 				t.Errorf("%s: SECURITY DEFINER function without pinned search_path: %.60s", f, chunk)
 			}

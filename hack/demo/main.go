@@ -38,9 +38,12 @@ func main() {
 	appID := flag.Int64("app-id", 1, "the App id (check runs of other apps are not re-run)")
 	timeout := flag.Duration("timeout", 2*time.Minute, "give up after this long")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	if err := run(ctx, *ingestURL, *secretFile, *dbURL, *appID); err != nil {
+	err := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+		defer cancel()
+		return run(ctx, *ingestURL, *secretFile, *dbURL, *appID)
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}

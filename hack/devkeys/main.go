@@ -6,8 +6,10 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -28,7 +30,7 @@ func run(dir string) error {
 		return err
 	}
 	keyPath, secretPath := filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
-	if _, err := os.Stat(keyPath); os.IsNotExist(err) {
+	if _, err := os.Stat(keyPath); errors.Is(err, fs.ErrNotExist) {
 		key, _, err := githubsim.NewAppKey()
 		if err != nil {
 			return err
@@ -37,7 +39,7 @@ func run(dir string) error {
 			return err
 		}
 	}
-	if _, err := os.Stat(secretPath); os.IsNotExist(err) {
+	if _, err := os.Stat(secretPath); errors.Is(err, fs.ErrNotExist) {
 		var b [32]byte
 		if _, err := rand.Read(b[:]); err != nil {
 			return err

@@ -30,9 +30,12 @@ func main() {
 	flag.Var(&settings, "set", "extra server setting name=value (repeatable), e.g. shared_preload_libraries=pg_stat_statements")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *dir, *port, *dbName, *urlFile, settings); err != nil {
+	err := func() error {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
+		return run(ctx, *dir, *port, *dbName, *urlFile, settings)
+	}()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgdev:", err)
 		os.Exit(1)
 	}

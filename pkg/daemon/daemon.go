@@ -95,16 +95,41 @@ type Base struct {
 	common config.Common
 }
 
+// StartConfig is what Start builds a service's base from.
+type StartConfig struct {
+	// Name of the service: the logger's service attribute and the database application_name.
+	// Required.
+	Name string
+	// Common holds the settings every service shares, already validated (config.Common.Validate).
+	Common config.Common
+	// Getenv is the environment the service was configured from (OTEL_* for tracing); nil means
+	// an empty environment.
+	Getenv config.Getenv
+	// Stderr receives the logs; nil discards them.
+	Stderr io.Writer
+	// Ready adds readiness checks to the database check.
+	Ready []opsserver.ReadyFunc
+}
+
 // Start opens the pool, builds the registry (with Go runtime and process collectors) and binds
-// the operational endpoints. Readiness is the database check plus any extra checks.
-func Start(ctx context.Context, name string, common config.Common, getenv config.Getenv, stderr io.Writer, extraReady ...opsserver.ReadyFunc) (*Base, error) {
-	logger := NewLogger(stderr, common.LogLevel, common.LogFormat, name)
-	traces, err := telemetry.Setup(ctx, name, getenv)
+// the operational endpoints. Readiness is the database check plus cfg.Ready.
+func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
+	if cfg.Name == "" {
+		return nil, errors.New("daemon: StartConfig.Name is required")
+	}
+	if cfg.Getenv == nil {
+		cfg.Getenv = func(string) string { return "" }
+	}
+	if cfg.Stderr == nil {
+		cfg.Stderr = io.Discard
+	}
+	logger := NewLogger(cfg.Stderr, cfg.Common.LogLevel, cfg.Common.LogFormat, cfg.Name)
+	traces, err := telemetry.Setup(ctx, cfg.Name, cfg.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := database.Open(ctx, common.DatabaseURL, database.PoolOptions{
-		MaxConns: int32(common.DBMaxConns), ApplicationName: "boardreadyops-" + name,
+	pool, err := database.Open(ctx, cfg.Common.DatabaseURL, database.PoolOptions{
+		MaxConns: int32(cfg.Common.DBMaxConns), ApplicationName: "boardreadyops-" + cfg.Name,
 		Tracer: traces.Tracer("github.com/boardreadyops/cloud/pkg/database"),
 	})
 	if err != nil {
@@ -117,20 +142,21 @@ func Start(ctx context.Context, name string, common config.Common, getenv config
 		if err := database.CheckReady(ctx, pool); err != nil {
 			return err
 		}
-		for _, check := range extraReady {
+		for _, check := range cfg.Ready {
 			if err := check(ctx); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	ops, err := opsserver.New(common.MetricsAddr, reg, ready, logger)
+	ops, err := opsserver.New(cfg.Common.MetricsAddr, reg, ready, logger)
 	if err != nil {
 		pool.Close()
 		_ = traces.Shutdown(context.Background())
 		return nil, err
 	}
-	return &Base{Name: name, Logger: logger, Pool: pool, Traces: traces, Registry: reg, Ops: ops, Getenv: getenv, common: common}, nil
+	return &Base{Name: cfg.Name, Logger: logger, Pool: pool, Traces: traces, Registry: reg, Ops: ops, Getenv: cfg.Getenv,
+		common: cfg.Common}, nil
 }
 
 // ServeOps serves the operational endpoints until ctx ends.

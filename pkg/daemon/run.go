@@ -56,7 +56,7 @@ func Run(ctx context.Context, spec Spec, args []string, getenv config.Getenv, st
 		return ErrUsage
 	}
 
-	base, err := Start(ctx, spec.Name, common, getenv, stderr, spec.Ready...)
+	base, err := Start(ctx, StartConfig{Name: spec.Name, Common: common, Getenv: getenv, Stderr: stderr, Ready: spec.Ready})
 	if err != nil {
 		return err
 	}

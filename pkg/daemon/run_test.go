@@ -113,3 +113,10 @@ func TestRunRejectsBadConfiguration(t *testing.T) {
 		}
 	}
 }
+
+func TestStartRequiresAName(t *testing.T) {
+	t.Parallel()
+	if _, err := daemon.Start(context.Background(), daemon.StartConfig{}); err == nil {
+		t.Fatal("a base without a name was started")
+	}
+}

@@ -12,7 +12,7 @@ import (
 )
 
 // queryTracer spans every query, named after the state-machine function it calls (e.g.
-// "db boardreadyops_claim_control_plane_outbox") or its first keyword. The statement text goes
+// "db boardreadyops_outbox_claim") or its first keyword. The statement text goes
 // on the span (bounded); arguments never do.
 type queryTracer struct{ tracer trace.Tracer }
 

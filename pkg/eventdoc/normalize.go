@@ -130,7 +130,7 @@ func Normalize(event string, payload []byte) (Document, error) {
 	}
 	var raw rawPayload
 	if err := json.Unmarshal(payload, &raw); err != nil {
-		return Document{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Document{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	if raw.Action != "" && !actionPattern.MatchString(raw.Action) {
 		return Document{}, fmt.Errorf("%w: action %q", ErrMalformed, cut(raw.Action, 64))

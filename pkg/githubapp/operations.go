@@ -2,6 +2,7 @@ package githubapp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -271,7 +272,8 @@ func (c *Client) ListHookDeliveries(ctx context.Context, since time.Time, maxPag
 func (c *Client) RedeliverHookDelivery(ctx context.Context, id int64) error {
 	return c.call(ctx, OpRedeliver, 0, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
 		_, resp, err := gh.Apps.RedeliverHookDelivery(ctx, id)
-		if _, ok := err.(*github.AcceptedError); ok {
+		var accepted *github.AcceptedError
+		if errors.As(err, &accepted) {
 			return resp, nil // 202: accepted
 		}
 		return resp, err

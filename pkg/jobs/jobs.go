@@ -5,6 +5,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,7 +61,7 @@ func (s *Store) now() *time.Time {
 
 // Claim leases up to limit due jobs to worker. Each claim spends one attempt.
 func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration) ([]Job, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_claim_control_plane_jobs($1, $2, $3, $4)`,
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_job_claim($1, $2, $3, $4)`,
 		worker, limit, lease, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("claim job batch: %w", sqlstate.Classify(err))
@@ -74,7 +75,7 @@ func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limi
 
 // Complete marks a leased job done. Call it in the transaction of the job's state change.
 func (s *Store) Complete(ctx context.Context, db database.DBTX, id int64, worker string) error {
-	if _, err := db.Exec(ctx, `SELECT boardreadyops_complete_control_plane_job($1, $2, $3)`, id, worker, s.now()); err != nil {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_job_complete($1, $2, $3)`, id, worker, s.now()); err != nil {
 		return fmt.Errorf("complete job %d: %w", id, sqlstate.Classify(err))
 	}
 	return nil
@@ -84,7 +85,7 @@ func (s *Store) Complete(ctx context.Context, db database.DBTX, id int64, worker
 // exhausted; it returns the new status.
 func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, errText string, retryAt time.Time) (string, error) {
 	var status string
-	err := db.QueryRow(ctx, `SELECT boardreadyops_retry_control_plane_job($1, $2, $3, $4, $5)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_job_retry($1, $2, $3, $4, $5)`,
 		id, worker, errText, retryAt, s.now()).Scan(&status)
 	if err != nil {
 		return "", fmt.Errorf("retry job %d: %w", id, sqlstate.Classify(err))
@@ -94,7 +95,7 @@ func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, e
 
 // DeadLetter records a permanent failure.
 func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, worker, errText string) error {
-	if _, err := db.Exec(ctx, `SELECT boardreadyops_dead_letter_control_plane_job($1, $2, $3, $4)`, id, worker, errText, s.now()); err != nil {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_job_dead_letter($1, $2, $3, $4)`, id, worker, errText, s.now()); err != nil {
 		return fmt.Errorf("dead-letter job %d: %w", id, sqlstate.Classify(err))
 	}
 	return nil
@@ -102,7 +103,7 @@ func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, work
 
 // Release gives a leased job back without spending an attempt (shutdown before it ran).
 func (s *Store) Release(ctx context.Context, db database.DBTX, id int64, worker string) error {
-	if _, err := db.Exec(ctx, `SELECT boardreadyops_release_control_plane_job($1, $2, $3)`, id, worker, s.now()); err != nil {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_job_release($1, $2, $3)`, id, worker, s.now()); err != nil {
 		return fmt.Errorf("release job %d: %w", id, sqlstate.Classify(err))
 	}
 	return nil
@@ -118,7 +119,7 @@ type Recovered struct {
 
 // RecoverLeases returns up to limit expired leases to the queue (or dead_letter when exhausted).
 func (s *Store) RecoverLeases(ctx context.Context, db database.DBTX, limit int) ([]Recovered, error) {
-	rows, err := db.Query(ctx, `SELECT id, kind, previous_owner, status FROM boardreadyops_recover_control_plane_job_leases($1, $2)`,
+	rows, err := db.Query(ctx, `SELECT id, kind, previous_owner, status FROM boardreadyops_job_recover_leases($1, $2)`,
 		s.now(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("recover job leases: %w", sqlstate.Classify(err))
@@ -132,7 +133,7 @@ func (s *Store) RecoverLeases(ctx context.Context, db database.DBTX, limit int) 
 
 // Replay returns a dead-lettered job to the queue, audited.
 func (s *Store) Replay(ctx context.Context, db database.DBTX, id int64, operator, reason string) (Job, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_replay_control_plane_job($1, $2, $3, $4)`,
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_job_replay($1, $2, $3, $4)`,
 		id, operator, reason, s.now())
 	if err != nil {
 		return Job{}, fmt.Errorf("replay job %d: %w", id, sqlstate.Classify(err))
@@ -156,7 +157,7 @@ type Stats struct {
 
 // Stats reads the aggregate queue figures in one statement.
 func (s *Store) Stats(ctx context.Context, db database.DBTX) (Stats, error) {
-	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_control_plane_job_stats($1)`, s.now())
+	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_job_stats($1)`, s.now())
 	if err != nil {
 		return Stats{}, fmt.Errorf("job stats: %w", sqlstate.Classify(err))
 	}
@@ -175,7 +176,7 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Job, error) {
 	}
 	j, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByName[Job])
 	if err != nil {
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return Job{}, fmt.Errorf("get job %d: %w", id, sqlstate.ErrNotFound)
 		}
 		return Job{}, fmt.Errorf("get job %d: %w", id, err)
@@ -186,19 +187,19 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Job, error) {
 // Defer returns a leased job to the queue at until without spending an attempt (at most an hour
 // ahead): for work that waits on something else, not for failures.
 func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker string, until time.Time, reason string) error {
-	if _, err := db.Exec(ctx, `SELECT boardreadyops_defer_control_plane_job($1, $2, $3, $4, $5)`, id, worker, until, reason, s.now()); err != nil {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_job_defer($1, $2, $3, $4, $5)`, id, worker, until, reason, s.now()); err != nil {
 		return fmt.Errorf("defer job %d: %w", id, sqlstate.Classify(err))
 	}
 	return nil
 }
 
-// CompleteAll marks a batch of leased jobs done in one call. When any is not leased by worker
+// CompleteBatch marks a batch of leased jobs done in one call. When any is not leased by worker
 // (sqlstate.ErrLeaseNotHeld) none is completed.
-func (s *Store) CompleteAll(ctx context.Context, db database.DBTX, ids []int64, worker string) error {
+func (s *Store) CompleteBatch(ctx context.Context, db database.DBTX, ids []int64, worker string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := db.Exec(ctx, `SELECT boardreadyops_complete_control_plane_jobs($1, $2, $3)`, ids, worker, s.now()); err != nil {
+	if _, err := db.Exec(ctx, `SELECT boardreadyops_job_complete_batch($1, $2, $3)`, ids, worker, s.now()); err != nil {
 		return fmt.Errorf("complete %d jobs: %w", len(ids), sqlstate.Classify(err))
 	}
 	return nil

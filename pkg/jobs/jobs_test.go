@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/jobs"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -259,7 +259,7 @@ func TestRetentionSweep(t *testing.T) {
 	pending := insertJob(t, ctx, b, 5)
 	sweep := func(older string, batch int) (int64, int64) {
 		var o, j int64
-		if err := b.pool.QueryRow(ctx, `SELECT * FROM boardreadyops_sweep_control_plane_retention($1::interval, $2, $3)`,
+		if err := b.pool.QueryRow(ctx, `SELECT * FROM boardreadyops_retention_sweep($1::interval, $2, $3)`,
 			older, batch, *b.now.Load()).Scan(&o, &j); err != nil {
 			t.Fatal(err)
 		}
@@ -282,7 +282,7 @@ func TestRetentionSweep(t *testing.T) {
 		t.Fatalf("%d inbox rows left, want only the pending job's", inbox)
 	}
 	var err error
-	_, err = b.pool.Exec(ctx, `SELECT boardreadyops_sweep_control_plane_retention('1 hour', 10)`)
+	_, err = b.pool.Exec(ctx, `SELECT boardreadyops_retention_sweep('1 hour', 10)`)
 	if !errors.Is(sqlstate.Classify(err), sqlstate.ErrInvalidArgument) {
 		t.Fatalf("retention shorter than a day: %v", err)
 	}
@@ -354,7 +354,7 @@ func TestDeferDoesNotSpendAttempts(t *testing.T) {
 	}
 }
 
-func TestCompleteAll(t *testing.T) {
+func TestCompleteBatch(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	a, c := insertJob(t, ctx, b, 5), insertJob(t, ctx, b, 5)
@@ -362,25 +362,25 @@ func TestCompleteAll(t *testing.T) {
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim: %v %v", got, err)
 	}
-	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, c}, "w2"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+	if err := b.store.CompleteBatch(ctx, b.pool, []int64{a, c}, "w2"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
 		t.Fatalf("other worker: %v", err)
 	}
 	other := insertJob(t, ctx, b, 5) // available, not leased
-	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, other}, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
+	if err := b.store.CompleteBatch(ctx, b.pool, []int64{a, other}, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
 		t.Fatalf("unleased job in batch: %v", err)
 	}
 	wantStatus(t, ctx, b, a, jobs.StatusLeased) // nothing completed by the refused calls
-	if err := b.store.CompleteAll(ctx, b.pool, []int64{a, c}, "w1"); err != nil {
+	if err := b.store.CompleteBatch(ctx, b.pool, []int64{a, c}, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	wantStatus(t, ctx, b, a, jobs.StatusCompleted)
 	wantStatus(t, ctx, b, c, jobs.StatusCompleted)
 }
 
-// TestCompleteAllFindsJobsByPrimaryKey reads the plan PostgreSQL uses for the batch completion
+// TestCompleteBatchFindsJobsByPrimaryKey reads the plan PostgreSQL uses for the batch completion
 // (auto_explain, generic plan as PL/pgSQL settles on) with hundreds of jobs leased: it must look
 // the ids up by primary key, not walk the partial lease index over every leased job.
-func TestCompleteAllFindsJobsByPrimaryKey(t *testing.T) {
+func TestCompleteBatchFindsJobsByPrimaryKey(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	if _, err := b.pool.Exec(ctx, `
@@ -407,7 +407,7 @@ func TestCompleteAllFindsJobsByPrimaryKey(t *testing.T) {
 	}
 
 	plans := pgtest.NewPlans(t, b.pool.Config().ConnString())
-	if err := b.store.CompleteAll(ctx, plans.Conn, ids, "w1"); err != nil {
+	if err := b.store.CompleteBatch(ctx, plans.Conn, ids, "w1"); err != nil {
 		t.Fatal(err)
 	}
 	update, all := plans.Find("Update on control_plane_jobs")

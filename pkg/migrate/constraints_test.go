@@ -26,7 +26,7 @@ func TestRowChecks(t *testing.T) {
 		tp      = `'00-0123456789abcdef0123456789abcdef-0123456789abcdef-01'`
 	)
 	// Valid rows of every table, with every nullable column NULL where a rule reads it.
-	seed := []string{
+	fixture := []string{
 		`INSERT INTO installations (id, account_login, account_type) VALUES (1, 'acme', 'Organization')`,
 		`INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'acme/app')`,
 		`INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256) VALUES ('d-1', 'ping', '{}', sha256('x'::bytea))`,
@@ -36,7 +36,7 @@ func TestRowChecks(t *testing.T) {
 		`INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id)
 			VALUES ('github.check_run.create', 'github.check_run.create:' || ` + run + `, '{}', ` + run + `, 1)`,
 	}
-	for _, s := range seed {
+	for _, s := range fixture {
 		if _, err := pool.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
 		}

@@ -9,8 +9,8 @@ import (
 )
 
 // TestRowCheckPatterns proves that each pattern rewritten for speed in the row checks of 00009
-// accepts exactly the strings its original regular expression did: every seed and every string
-// one edit away from a seed (each character replaced, deleted, or a character inserted) is run
+// accepts exactly the strings its original regular expression did: every sample and every string
+// one edit away from a sample (each character replaced, deleted, or a character inserted) is run
 // through the row check function and through the original expression, and the two must agree.
 func TestRowCheckPatterns(t *testing.T) {
 	t.Parallel()
@@ -46,30 +46,30 @@ func TestRowCheckPatterns(t *testing.T) {
 		name     string
 		call     string // %s is the candidate, quoted
 		original string
-		seeds    []string
+		samples  []string
 		alphabet string
 	}{
-		{"webhook_inbox event", `boardreadyops_check_webhook_inbox('d', %s, NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`,
+		{"webhook_inbox event", `boardreadyops_webhook_validate_row('d', %s, NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`,
 			`^[a-z_]{1,64}$`, names, "az_A0-. é\n"},
-		{"webhook_inbox action", `boardreadyops_check_webhook_inbox('d', 'push', %s, NULL, NULL, '{}', sha256('x'::bytea), NULL)`,
+		{"webhook_inbox action", `boardreadyops_webhook_validate_row('d', 'push', %s, NULL, NULL, '{}', sha256('x'::bytea), NULL)`,
 			`^[a-z_]{1,64}$`, names[:3], "az_A0-. é"},
-		{"control_plane_jobs kind", `boardreadyops_check_control_plane_jobs(%s, 'available', 0, 25, NULL, NULL, NULL, NULL, NULL)`,
+		{"control_plane_jobs kind", `boardreadyops_job_validate_row(%s, 'available', 0, 25, NULL, NULL, NULL, NULL, NULL)`,
 			`^[a-z_]{1,64}$`, names, "az_Z9-"},
-		{"webhook_inbox traceparent", `boardreadyops_check_webhook_inbox('d', 'push', NULL, NULL, NULL, '{}', sha256('x'::bytea), %s)`,
+		{"webhook_inbox traceparent", `boardreadyops_webhook_validate_row('d', 'push', NULL, NULL, NULL, '{}', sha256('x'::bytea), %s)`,
 			`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`, traceparents, "0f-gA "},
-		{"control_plane_jobs traceparent", `boardreadyops_check_control_plane_jobs('push', 'available', 0, 25, NULL, NULL, NULL, NULL, %s)`,
+		{"control_plane_jobs traceparent", `boardreadyops_job_validate_row('push', 'available', 0, 25, NULL, NULL, NULL, NULL, %s)`,
 			`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`, traceparents[:2], "0-g"},
-		{"control_plane_outbox traceparent", `boardreadyops_check_control_plane_outbox('github.check_run.create',
+		{"control_plane_outbox traceparent", `boardreadyops_outbox_validate_row('github.check_run.create',
 			'github.check_run.create:' || ` + run + `, 0, '{}', 'available', 0, 10, NULL, NULL, NULL, NULL, NULL, NULL, ` + run + `, NULL, 1, %s)`,
 			`^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`, traceparents[:2], "0-g"},
-		{"release_runs head_sha", `boardreadyops_check_release_runs('refs/tags/v1', %s, 'release.yml', 'requested', NULL, 1, NULL)`,
+		{"release_runs head_sha", `boardreadyops_release_run_validate_row('refs/tags/v1', %s, 'release.yml', 'requested', NULL, 1, NULL)`,
 			`^([0-9a-f]{40}|[0-9a-f]{64})$`, shas, "0fgA-"},
-		{"release_runs workflow_file", `boardreadyops_check_release_runs('refs/tags/v1', '` + sha + `', %s, 'requested', NULL, 1, NULL)`,
+		{"release_runs workflow_file", `boardreadyops_release_run_validate_row('refs/tags/v1', '` + sha + `', %s, 'requested', NULL, 1, NULL)`,
 			`^[A-Za-z0-9._-]{1,200}\.ya?ml$`, files, "aZ9._-/ y"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			corpus := oneEditAway(tt.seeds, tt.alphabet)
+			corpus := oneEditAway(tt.samples, tt.alphabet)
 			rows, err := conn.Query(ctx, `SELECT s, s ~ $2, pg_temp.passes(format($3, quote_literal(s))) FROM unnest($1::text[]) s`,
 				corpus, tt.original, tt.call)
 			if err != nil {
@@ -101,9 +101,9 @@ func TestRowCheckPatterns(t *testing.T) {
 	}
 }
 
-// oneEditAway returns the seeds and every distinct string one edit away from a seed, with
+// oneEditAway returns the samples and every distinct string one edit away from a sample, with
 // characters from alphabet.
-func oneEditAway(seeds []string, alphabet string) []string {
+func oneEditAway(samples []string, alphabet string) []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(s string) {
@@ -112,9 +112,9 @@ func oneEditAway(seeds []string, alphabet string) []string {
 			out = append(out, s)
 		}
 	}
-	for _, seed := range seeds {
-		add(seed)
-		r := []rune(seed)
+	for _, sample := range samples {
+		add(sample)
+		r := []rune(sample)
 		for i := 0; i <= len(r); i++ {
 			if i < len(r) {
 				add(string(r[:i]) + string(r[i+1:]))

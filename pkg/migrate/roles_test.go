@@ -22,30 +22,30 @@ func TestServiceRolePrivileges(t *testing.T) {
 		readOutbox   = `SELECT count(*) FROM control_plane_outbox`
 		writeOutbox  = `UPDATE control_plane_outbox SET status = 'available'`
 		insertOutbox = `INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id) VALUES ('github.check_run.create', 'github.check_run.create:00000000-0000-0000-0000-000000000000', '{}', '00000000-0000-0000-0000-000000000000', 1)`
-		claimOutbox  = `SELECT * FROM boardreadyops_claim_control_plane_outbox('w', 1, '1 minute')`
-		recoverOut   = `SELECT * FROM boardreadyops_recover_control_plane_outbox_leases()`
-		outboxStats  = `SELECT * FROM boardreadyops_control_plane_outbox_stats()`
-		jobStats     = `SELECT * FROM boardreadyops_control_plane_job_stats()`
-		replayOutbox = `SELECT boardreadyops_replay_control_plane_outbox(1, 'op', 'why')`
-		resolve      = `SELECT boardreadyops_resolve_workflow_dispatch_reconciliation(1, 'op', NULL, 'evidence')`
-		claimJobs    = `SELECT * FROM boardreadyops_claim_control_plane_jobs('w', 1, '1 minute')`
-		replayJob    = `SELECT boardreadyops_replay_control_plane_job(1, 'op', 'why')`
-		enqueue      = `SELECT boardreadyops_enqueue_control_plane_outbox('github.check_run.create', gen_random_uuid(), NULL, 1, '{}')`
+		claimOutbox  = `SELECT * FROM boardreadyops_outbox_claim('w', 1, '1 minute')`
+		recoverOut   = `SELECT * FROM boardreadyops_outbox_recover_leases()`
+		outboxStats  = `SELECT * FROM boardreadyops_outbox_stats()`
+		jobStats     = `SELECT * FROM boardreadyops_job_stats()`
+		replayOutbox = `SELECT boardreadyops_outbox_replay(1, 'op', 'why')`
+		resolve      = `SELECT boardreadyops_outbox_resolve_reconciliation(1, 'op', NULL, 'evidence')`
+		claimJobs    = `SELECT * FROM boardreadyops_job_claim('w', 1, '1 minute')`
+		replayJob    = `SELECT boardreadyops_job_replay(1, 'op', 'why')`
+		enqueue      = `SELECT boardreadyops_outbox_enqueue('github.check_run.create', gen_random_uuid(), NULL, 1, '{}')`
 		readInbox    = `SELECT count(*) FROM webhook_inbox`
 		readRuns     = `SELECT count(*) FROM release_runs`
 		writeRuns    = `UPDATE release_runs SET status = 'failed'`
 		writeInst    = `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'User')`
 		readAudit    = `SELECT count(*) FROM control_plane_audit`
 		writeAudit   = `DELETE FROM control_plane_audit`
-		sweep        = `SELECT * FROM boardreadyops_sweep_control_plane_retention('7 days')`
+		sweep        = `SELECT * FROM boardreadyops_retention_sweep('7 days')`
 		version      = `SELECT boardreadyops_schema_version()`
-		accept       = `SELECT * FROM boardreadyops_accept_webhook('d-3', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`
-		nextAttempt  = `SELECT * FROM boardreadyops_start_next_execution_attempt(gen_random_uuid())`
-		deadInst     = `SELECT boardreadyops_dead_letter_installation_outbox(1, 'gone')`
-		deferJob     = `SELECT boardreadyops_defer_control_plane_job(1, 'w', now(), 'wait')`
-		completeSet  = `SELECT * FROM boardreadyops_complete_check_run_complete_batch('{1,2}', 'w')`
-		startSet     = `SELECT * FROM boardreadyops_start_control_plane_outbox_delivery_batch('{1,2}', 'w')`
-		acceptSet    = `SELECT * FROM boardreadyops_accept_webhooks('{d-9}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('x'::bytea)], '{NULL}')`
+		accept       = `SELECT * FROM boardreadyops_webhook_accept('d-3', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`
+		nextAttempt  = `SELECT * FROM boardreadyops_execution_attempt_start_next(gen_random_uuid())`
+		deadInst     = `SELECT boardreadyops_outbox_dead_letter_installation(1, 'gone')`
+		deferJob     = `SELECT boardreadyops_job_defer(1, 'w', now(), 'wait')`
+		completeSet  = `SELECT * FROM boardreadyops_outbox_complete_check_run_complete_batch('{1,2}', 'w')`
+		startSet     = `SELECT * FROM boardreadyops_outbox_start_delivery_batch('{1,2}', 'w')`
+		acceptSet    = `SELECT * FROM boardreadyops_webhook_accept_batch('{d-9}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('x'::bytea)], '{NULL}')`
 	)
 	tests := []struct {
 		role    string
@@ -68,20 +68,32 @@ func TestServiceRolePrivileges(t *testing.T) {
 			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept, acceptSet},
 			nil},
 	}
-	for _, tt := range tests {
-		t.Run(tt.role, func(t *testing.T) {
-			t.Parallel()
-			for _, stmt := range tt.allowed {
-				if err := asRole(t, pool, tt.role, stmt); isDenied(err) {
-					t.Errorf("%s denied: %s: %v", tt.role, stmt, err)
+	// The deprecated names of migration 00014 grant exactly what the new names do: pods of the
+	// previous release keep their privileges during a rolling upgrade, and gain none.
+	for _, names := range []struct {
+		label   string
+		rewrite func(string) string
+	}{
+		{"new names", func(s string) string { return s }},
+		{"deprecated names", oldNames().Replace},
+	} {
+		for _, tt := range tests {
+			t.Run(names.label+"/"+tt.role, func(t *testing.T) {
+				t.Parallel()
+				for _, stmt := range tt.allowed {
+					stmt = names.rewrite(stmt)
+					if err := asRole(t, pool, tt.role, stmt); isDenied(err) {
+						t.Errorf("%s denied: %s: %v", tt.role, stmt, err)
+					}
 				}
-			}
-			for _, stmt := range tt.denied {
-				if err := asRole(t, pool, tt.role, stmt); !isDenied(err) {
-					t.Errorf("%s allowed: %s (err %v)", tt.role, stmt, err)
+				for _, stmt := range tt.denied {
+					stmt = names.rewrite(stmt)
+					if err := asRole(t, pool, tt.role, stmt); !isDenied(err) {
+						t.Errorf("%s allowed: %s (err %v)", tt.role, stmt, err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 	// The enqueue function must be callable by lifecycle (its only write path to the outbox);
 	// here it fails on the foreign key, not on privileges.

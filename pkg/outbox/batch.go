@@ -15,14 +15,14 @@ import (
 // fails the batch, whose committer then runs each transition on its own.
 //
 // Check-run completions and delivery starts of one worker share one set-based statement per
-// batch (boardreadyops_complete_check_run_complete_batch, ..._start_..._delivery_batch); an id
+// batch (boardreadyops_outbox_complete_check_run_complete_batch, ..._start_..._delivery_batch); an id
 // that statement leaves out — lease gone, wrong type — runs again alone through the single-row
 // function, whose error is its exact outcome.
 
 // QueueCompleteCheckRunCreate queues CompleteCheckRunCreate; done receives the enqueued dispatch
 // id (0 when none).
 func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, worker string, checkRunID int64, done func(dispatchID int64, err error)) {
-	b.Queue(`SELECT boardreadyops_complete_check_run_create($1, $2, $3, $4)`, id, worker, checkRunID, s.now()).QueryRow(func(row pgx.Row) error {
+	b.Queue(`SELECT boardreadyops_outbox_complete_check_run_create($1, $2, $3, $4)`, id, worker, checkRunID, s.now()).QueryRow(func(row pgx.Row) error {
 		var dispatchID *int64
 		if err := row.Scan(&dispatchID); err != nil {
 			err = fmt.Errorf("complete check run creation %d: %w", id, sqlstate.Classify(err))
@@ -41,26 +41,26 @@ func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, work
 // QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch.
 func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, done func(error)) {
 	queueVoid(b, "complete workflow dispatch", id, done,
-		`SELECT 1 FROM boardreadyops_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
+		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
 }
 
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.
 func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, worker string, done func(error)) {
-	if s.join(b, "boardreadyops_complete_check_run_complete_batch", worker, id, done) {
+	if s.join(b, "boardreadyops_outbox_complete_check_run_complete_batch", worker, id, done) {
 		return
 	}
 	queueVoid(b, "complete check run completion", id, done,
-		`SELECT 1 FROM boardreadyops_complete_check_run_complete($1, $2, $3)`, id, worker, s.now())
+		`SELECT 1 FROM boardreadyops_outbox_complete_check_run_complete($1, $2, $3)`, id, worker, s.now())
 }
 
 // QueueStartDelivery queues StartDelivery: the caller may send the request only after the batch
 // committed without error for it.
 func (s *Store) QueueStartDelivery(b *groupcommit.Batch, id int64, worker string, done func(error)) {
-	if s.join(b, "boardreadyops_start_control_plane_outbox_delivery_batch", worker, id, done) {
+	if s.join(b, "boardreadyops_outbox_start_delivery_batch", worker, id, done) {
 		return
 	}
 	queueVoid(b, "start delivery of effect", id, done,
-		`SELECT 1 FROM boardreadyops_start_control_plane_outbox_delivery($1, $2, $3)`, id, worker, s.now())
+		`SELECT 1 FROM boardreadyops_outbox_start_delivery($1, $2, $3)`, id, worker, s.now())
 }
 
 func queueVoid(b *groupcommit.Batch, what string, id int64, done func(error), sql string, args ...any) {

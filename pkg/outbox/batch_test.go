@@ -12,8 +12,8 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // setupCommitter is setup with a group committer whose pool records its batches.
@@ -28,7 +28,7 @@ func setupCommitter(t *testing.T) (context.Context, *bundle, *groupcommit.Commit
 func TestQueuedCompletions(t *testing.T) {
 	t.Parallel()
 	ctx, b, c, _ := setupCommitter(t)
-	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	create := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w1", create)
 
 	// A good completion: committed, dispatch id reported.
@@ -55,7 +55,7 @@ func TestQueuedCompletions(t *testing.T) {
 // enqueueCompletion enqueues a github.check_run.complete effect for a new release run.
 func enqueueCompletion(t *testing.T, ctx context.Context, b *bundle) int64 {
 	t.Helper()
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	id, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
 		EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
 		InstallationID: r.InstallationID, Payload: map[string]any{"check_run_id": 77, "conclusion": "success"},
@@ -80,7 +80,7 @@ func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	}
 	theirs := enqueueCompletion(t, ctx, b)
 	claimOne(t, ctx, b, "w2", theirs)
-	create := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	create := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w1", create)
 
 	complete := func(id int64, worker string) func(*groupcommit.Batch, func(error)) {
@@ -109,7 +109,7 @@ func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	wantStatus(t, ctx, b, theirs, outbox.StatusLeased)
 	wantStatus(t, ctx, b, create, outbox.StatusLeased)
 
-	want := "[[boardreadyops_complete_check_run_complete_batch] [boardreadyops_complete_check_run_complete] [boardreadyops_complete_check_run_complete]]"
+	want := "[[boardreadyops_outbox_complete_check_run_complete_batch] [boardreadyops_outbox_complete_check_run_complete] [boardreadyops_outbox_complete_check_run_complete]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -122,7 +122,7 @@ func TestQueuedStartsShareOneStatement(t *testing.T) {
 	ctx, b, c, tr := setupCommitter(t)
 	var dispatches []int64
 	for i := range 4 {
-		id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+		id := dispatchFor(t, ctx, b, createRun(t, ctx, b))
 		if i < 3 {
 			claimOne(t, ctx, b, "w1", id)
 		} else if got, err := b.store.Claim(ctx, b.pool, "w-short", 1, time.Second); err != nil || len(got) != 1 || got[0].ID != id {
@@ -152,8 +152,8 @@ func TestQueuedStartsShareOneStatement(t *testing.T) {
 		}
 	}
 	// One set per worker (a dispatcher has one); the two refused run alone.
-	want := "[[boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch boardreadyops_start_control_plane_outbox_delivery_batch]" +
-		" [boardreadyops_start_control_plane_outbox_delivery] [boardreadyops_start_control_plane_outbox_delivery]]"
+	want := "[[boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch]" +
+		" [boardreadyops_outbox_start_delivery] [boardreadyops_outbox_start_delivery]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}

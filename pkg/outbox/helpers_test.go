@@ -54,9 +54,9 @@ func randomID() int64 {
 	return int64(binary.BigEndian.Uint32(b[:])>>1) + 1
 }
 
-// seedRun inserts an installation, a repository, a release run in check_pending and its pending
+// createRun inserts an installation, a repository, a release run in check_pending and its pending
 // attempt 1, as lifecycle does for a release tag push.
-func seedRun(t *testing.T, ctx context.Context, b *bundle) run {
+func createRun(t *testing.T, ctx context.Context, b *bundle) run {
 	t.Helper()
 	r := run{InstallationID: randomID(), RepositoryID: randomID()}
 	_, err := b.pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES ($1, 'octo-org', 'Organization')`, r.InstallationID)

@@ -8,6 +8,7 @@ package outbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -120,7 +121,7 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 		maxAttempts = 10
 	}
 	var id *int64
-	err = db.QueryRow(ctx, `SELECT boardreadyops_enqueue_control_plane_outbox($1, $2, $3, $4, $5, $6, $7, $8)`,
+	err = db.QueryRow(ctx, `SELECT boardreadyops_outbox_enqueue($1, $2, $3, $4, $5, $6, $7, $8)`,
 		e.EffectType, e.ReleaseRunID, nullIfEmpty(e.ExecutionAttemptID), e.InstallationID, payload,
 		nullIfEmpty(e.Traceparent), maxAttempts, s.now()).Scan(&id)
 	if err != nil {
@@ -134,7 +135,7 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 
 // Claim leases up to limit due effects to worker for lease. Each claim spends one attempt.
 func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration) ([]Effect, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_claim_control_plane_outbox($1, $2, $3, $4)`,
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4)`,
 		worker, limit, lease, s.now())
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
@@ -151,7 +152,7 @@ func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limi
 // not be sent.
 func (s *Store) StartDelivery(ctx context.Context, db database.DBTX, id int64, worker string) (time.Time, error) {
 	var t time.Time
-	err := db.QueryRow(ctx, `SELECT boardreadyops_start_control_plane_outbox_delivery($1, $2, $3)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_start_delivery($1, $2, $3)`,
 		id, worker, s.now()).Scan(&t)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("start delivery of effect %d: %w", id, sqlstate.Classify(err))
@@ -163,7 +164,7 @@ func (s *Store) StartDelivery(ctx context.Context, db database.DBTX, id int64, w
 // of the workflow dispatch it enqueued, or 0 when the run was not waiting for its check run.
 func (s *Store) CompleteCheckRunCreate(ctx context.Context, db database.DBTX, id int64, worker string, checkRunID int64) (int64, error) {
 	var dispatchID *int64
-	err := db.QueryRow(ctx, `SELECT boardreadyops_complete_check_run_create($1, $2, $3, $4)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_complete_check_run_create($1, $2, $3, $4)`,
 		id, worker, checkRunID, s.now()).Scan(&dispatchID)
 	if err != nil {
 		return 0, fmt.Errorf("complete check run creation %d: %w", id, sqlstate.Classify(err))
@@ -177,7 +178,7 @@ func (s *Store) CompleteCheckRunCreate(ctx context.Context, db database.DBTX, id
 // CompleteWorkflowDispatch persists the workflow run GitHub created and advances the attempt and
 // the run. When they cannot advance (sqlstate.ErrCannotAdvance) nothing completes.
 func (s *Store) CompleteWorkflowDispatch(ctx context.Context, db database.DBTX, id int64, worker string, workflowRunID int64) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_complete_workflow_dispatch($1, $2, $3, $4)`,
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`,
 		id, worker, workflowRunID, s.now())
 	if err != nil {
 		return fmt.Errorf("complete workflow dispatch %d: %w", id, sqlstate.Classify(err))
@@ -187,7 +188,7 @@ func (s *Store) CompleteWorkflowDispatch(ctx context.Context, db database.DBTX, 
 
 // CompleteCheckRunComplete records that the check run was completed on GitHub.
 func (s *Store) CompleteCheckRunComplete(ctx context.Context, db database.DBTX, id int64, worker string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_complete_check_run_complete($1, $2, $3)`, id, worker, s.now())
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_complete_check_run_complete($1, $2, $3)`, id, worker, s.now())
 	if err != nil {
 		return fmt.Errorf("complete check run completion %d: %w", id, sqlstate.Classify(err))
 	}
@@ -199,7 +200,7 @@ func (s *Store) CompleteCheckRunComplete(ctx context.Context, db database.DBTX, 
 // when the request provably never reached GitHub.
 func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, errText string, retryAt time.Time) (string, error) {
 	var status string
-	err := db.QueryRow(ctx, `SELECT boardreadyops_retry_control_plane_outbox($1, $2, $3, $4, $5)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_retry($1, $2, $3, $4, $5)`,
 		id, worker, errText, retryAt, s.now()).Scan(&status)
 	if err != nil {
 		return "", fmt.Errorf("retry effect %d: %w", id, sqlstate.Classify(err))
@@ -209,7 +210,7 @@ func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, e
 
 // Defer returns a rate-limited effect to the queue at until without spending an attempt.
 func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker string, until time.Time, reason string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_defer_control_plane_outbox($1, $2, $3, $4, $5)`,
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_defer($1, $2, $3, $4, $5)`,
 		id, worker, until, nullIfEmpty(reason), s.now())
 	if err != nil {
 		return fmt.Errorf("defer effect %d: %w", id, sqlstate.Classify(err))
@@ -219,7 +220,7 @@ func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker st
 
 // Release gives a leased effect back without spending an attempt (shutdown before delivery).
 func (s *Store) Release(ctx context.Context, db database.DBTX, id int64, worker string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_release_control_plane_outbox($1, $2, $3)`, id, worker, s.now())
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_release($1, $2, $3)`, id, worker, s.now())
 	if err != nil {
 		return fmt.Errorf("release effect %d: %w", id, sqlstate.Classify(err))
 	}
@@ -228,7 +229,7 @@ func (s *Store) Release(ctx context.Context, db database.DBTX, id int64, worker 
 
 // DeadLetter records a permanent failure.
 func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, worker, errText string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_dead_letter_control_plane_outbox($1, $2, $3, $4)`,
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_dead_letter($1, $2, $3, $4)`,
 		id, worker, errText, s.now())
 	if err != nil {
 		return fmt.Errorf("dead-letter effect %d: %w", id, sqlstate.Classify(err))
@@ -238,7 +239,7 @@ func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, work
 
 // RequireReconciliation parks a workflow dispatch whose outcome is unknown.
 func (s *Store) RequireReconciliation(ctx context.Context, db database.DBTX, id int64, worker, errText string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_require_control_plane_outbox_reconciliation($1, $2, $3, $4)`,
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_require_reconciliation($1, $2, $3, $4)`,
 		id, worker, errText, s.now())
 	if err != nil {
 		return fmt.Errorf("require reconciliation of effect %d: %w", id, sqlstate.Classify(err))
@@ -258,7 +259,7 @@ type Recovered struct {
 // reconciliation_required, anything else to available (or dead_letter when exhausted).
 func (s *Store) RecoverLeases(ctx context.Context, db database.DBTX, limit int) ([]Recovered, error) {
 	rows, err := db.Query(ctx, `SELECT id, effect_type, previous_owner, status
-		FROM boardreadyops_recover_control_plane_outbox_leases($1, $2)`, s.now(), limit)
+		FROM boardreadyops_outbox_recover_leases($1, $2)`, s.now(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("recover outbox leases: %w", sqlstate.Classify(err))
 	}
@@ -272,7 +273,7 @@ func (s *Store) RecoverLeases(ctx context.Context, db database.DBTX, limit int) 
 // Replay returns a dead letter to the queue, audited. It refuses reconciliation_required records
 // with sqlstate.ErrReconciliationRequired.
 func (s *Store) Replay(ctx context.Context, db database.DBTX, id int64, operator, reason string) (Effect, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_replay_control_plane_outbox($1, $2, $3, $4)`,
+	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_replay($1, $2, $3, $4)`,
 		id, operator, reason, s.now())
 	if err != nil {
 		return Effect{}, fmt.Errorf("replay effect %d: %w", id, sqlstate.Classify(err))
@@ -284,10 +285,10 @@ func (s *Store) Replay(ctx context.Context, db database.DBTX, id int64, operator
 	return e, nil
 }
 
-// RepairReconciliation resolves a reconciliation_required dispatch for which GitHub did create
+// ResolveReconciliationRepair resolves a reconciliation_required dispatch for which GitHub did create
 // workflowRunID: the run is recorded and the attempt advances, audited with evidence.
-func (s *Store) RepairReconciliation(ctx context.Context, db database.DBTX, id int64, operator string, workflowRunID int64, evidence string) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_resolve_workflow_dispatch_reconciliation($1, $2, $3, $4, $5)`,
+func (s *Store) ResolveReconciliationRepair(ctx context.Context, db database.DBTX, id int64, operator string, workflowRunID int64, evidence string) error {
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_resolve_reconciliation($1, $2, $3, $4, $5)`,
 		id, operator, workflowRunID, evidence, s.now())
 	if err != nil {
 		return fmt.Errorf("repair reconciliation of effect %d: %w", id, sqlstate.Classify(err))
@@ -295,11 +296,11 @@ func (s *Store) RepairReconciliation(ctx context.Context, db database.DBTX, id i
 	return nil
 }
 
-// SupersedeReconciliation resolves a reconciliation_required dispatch that GitHub did not
+// ResolveReconciliationSupersede resolves a reconciliation_required dispatch that GitHub did not
 // act on: it is closed and a fresh dispatch is enqueued under a new key, whose id is returned.
-func (s *Store) SupersedeReconciliation(ctx context.Context, db database.DBTX, id int64, operator, evidence string) (int64, error) {
+func (s *Store) ResolveReconciliationSupersede(ctx context.Context, db database.DBTX, id int64, operator, evidence string) (int64, error) {
 	var newID int64
-	err := db.QueryRow(ctx, `SELECT boardreadyops_resolve_workflow_dispatch_reconciliation($1, $2, NULL, $3, $4)`,
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_resolve_reconciliation($1, $2, NULL, $3, $4)`,
 		id, operator, evidence, s.now()).Scan(&newID)
 	if err != nil {
 		return 0, fmt.Errorf("supersede reconciliation of effect %d: %w", id, sqlstate.Classify(err))
@@ -320,7 +321,7 @@ type Stats struct {
 
 // Stats reads the aggregate queue figures in one statement.
 func (s *Store) Stats(ctx context.Context, db database.DBTX) (Stats, error) {
-	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_control_plane_outbox_stats($1)`, s.now())
+	rows, err := db.Query(ctx, `SELECT * FROM boardreadyops_outbox_stats($1)`, s.now())
 	if err != nil {
 		return Stats{}, fmt.Errorf("outbox stats: %w", sqlstate.Classify(err))
 	}
@@ -339,7 +340,7 @@ func Get(ctx context.Context, db database.DBTX, id int64) (Effect, error) {
 	}
 	e, err := pgx.CollectExactlyOneRow(rows, ScanEffect)
 	if err != nil {
-		if err == pgx.ErrNoRows {
+		if errors.Is(err, pgx.ErrNoRows) {
 			return Effect{}, fmt.Errorf("get effect %d: %w", id, sqlstate.ErrNotFound)
 		}
 		return Effect{}, fmt.Errorf("get effect %d: %w", id, err)

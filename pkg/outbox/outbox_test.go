@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
@@ -26,7 +26,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 	}{
 		{"check run create",
 			func(t *testing.T, ctx context.Context, b *bundle) int64 {
-				return enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+				return enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 			},
 			func(ctx context.Context, b *bundle, id int64, w string) error {
 				_, err := b.store.CompleteCheckRunCreate(ctx, b.pool, id, w, 99)
@@ -34,7 +34,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 			}},
 		{"check run complete",
 			func(t *testing.T, ctx context.Context, b *bundle) int64 {
-				r := seedRun(t, ctx, b)
+				r := createRun(t, ctx, b)
 				id, _, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete,
 					ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID, InstallationID: r.InstallationID,
 					Payload: map[string]any{"check_run_id": 1}})
@@ -74,7 +74,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 func TestStaleWorkerCannotCompleteDispatch(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	id := dispatchFor(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w-old", id)
 	// The old worker dies before starting delivery; the lease expires and another worker takes over.
 	b.clock.Advance(2 * time.Minute)
@@ -93,7 +93,7 @@ func TestStaleWorkerCannotCompleteDispatch(t *testing.T) {
 func TestStartDeliveryRefusedAfterLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+	id := dispatchFor(t, ctx, b, createRun(t, ctx, b))
 	claimOne(t, ctx, b, "w1", id)
 	b.clock.Advance(61 * time.Second)
 	if _, err := b.store.StartDelivery(ctx, b.pool, id, "w1"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
@@ -125,7 +125,7 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx, b := setup(t)
-			r := seedRun(t, ctx, b)
+			r := createRun(t, ctx, b)
 			var id int64
 			if tt.dispatch {
 				id = dispatchFor(t, ctx, b, r)
@@ -170,7 +170,7 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 func TestRetryExhaustsToDeadLetter(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	id := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET max_attempts = 3 WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestRetryExhaustsToDeadLetter(t *testing.T) {
 func TestDeferDoesNotSpendAttempts(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	id := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	for i := 0; i < 20; i++ { // far more deferrals than max_attempts
 		claimOne(t, ctx, b, "w1", id)
 		if err := b.store.Defer(ctx, b.pool, id, "w1", b.clock.Now().Add(30*time.Second), "secondary rate limit"); err != nil {
@@ -273,7 +273,7 @@ func TestResolveReconciliation(t *testing.T) {
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
 		e := mustGet(t, ctx, b, id)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 777001, "run 777001 found, run-name matches"); err != nil {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 777001, "run 777001 found, run-name matches"); err != nil {
 			t.Fatal(err)
 		}
 		var runStatus, attStatus string
@@ -300,7 +300,7 @@ func TestResolveReconciliation(t *testing.T) {
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
 		old := mustGet(t, ctx, b, id)
-		newID, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "alice", "no run on GitHub")
+		newID, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "alice", "no run on GitHub")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -330,10 +330,10 @@ func TestResolveReconciliation(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 		id := dispatchReconciliation(t, ctx, b)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, ""); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 5, ""); !errors.Is(err, sqlstate.ErrInvalidArgument) {
 			t.Fatalf("no evidence: %v", err)
 		}
-		if _, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "", "gone"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		if _, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "", "gone"); !errors.Is(err, sqlstate.ErrInvalidArgument) {
 			t.Fatalf("no operator: %v", err)
 		}
 		wantStatus(t, ctx, b, id, outbox.StatusReconciliationRequired)
@@ -342,13 +342,13 @@ func TestResolveReconciliation(t *testing.T) {
 		t.Parallel()
 		ctx, b := setup(t)
 		id := createLeased(t, ctx, b)
-		if err := b.store.RepairReconciliation(ctx, b.pool, id, "alice", 5, "x"); !errors.Is(err, sqlstate.ErrWrongEffectType) {
+		if err := b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", 5, "x"); !errors.Is(err, sqlstate.ErrWrongEffectType) {
 			t.Fatalf("repair of a check run creation: %v", err)
 		}
 	})
 }
 
-// The seed: workflow completion requires the run and attempt to advance; otherwise nothing
+// The outbox specification: workflow completion requires the run and attempt to advance; otherwise nothing
 // completes and the record stays recoverable, eventually entering reconciliation.
 func TestDispatchCompletionRequiresAdvance(t *testing.T) {
 	t.Parallel()
@@ -378,7 +378,7 @@ func TestDispatchCompletionRequiresAdvance(t *testing.T) {
 func TestPipelineHappyPath(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	create := enqueueCreate(t, ctx, b, r)
 	claimOne(t, ctx, b, "w1", create)
 	if _, err := b.store.StartDelivery(ctx, b.pool, create, "w1"); err != nil {
@@ -446,7 +446,7 @@ func TestPipelineHappyPath(t *testing.T) {
 func TestEnqueueConstraints(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	enqueueCreate(t, ctx, b, r)
 
 	t.Run("duplicate idempotency key inserts nothing", func(t *testing.T) {
@@ -535,7 +535,7 @@ func TestStats(t *testing.T) {
 	if _, err := b.store.Retry(ctx, b.pool, retrying, "w1", "503", b.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+	enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 	b.clock.Advance(45 * time.Second)
 
 	st, err := b.store.Stats(ctx, b.pool)
@@ -553,7 +553,7 @@ func TestConcurrentClaimersClaimEachRowOnce(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	const rows, claimers = 10000, 16
-	r := seedRun(t, ctx, b)
+	r := createRun(t, ctx, b)
 	// Many attempts of one run give many distinct check_run.complete keys cheaply.
 	_, err := b.pool.Exec(ctx, `
 		WITH a AS (
@@ -623,7 +623,7 @@ func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
 	if _, err := b.pool.Exec(ctx, `
 		INSERT INTO installations (id, account_login, account_type) SELECT i, 'org-' || i, 'Organization' FROM generate_series(1, 5) i;
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;
-		SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+		SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 			substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 3000) g;
 		UPDATE control_plane_outbox SET status = 'completed', completed_at = now() WHERE id <= (SELECT max(id) - 30 FROM control_plane_outbox);
 		ANALYZE control_plane_outbox;`); err != nil {
@@ -635,7 +635,7 @@ func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
 	}
 	plans := pgtest.NewPlans(t, b.pool.Config().ConnString())
 	var got int64
-	if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_dead_letter_installation_outbox(3, 'installation deleted')`).Scan(&got); err != nil || got != want {
+	if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_outbox_dead_letter_installation(3, 'installation deleted')`).Scan(&got); err != nil || got != want {
 		t.Fatalf("dead-lettered %d (%v), want %d", got, err, want)
 	}
 	update, all := plans.Find("Update on control_plane_outbox")

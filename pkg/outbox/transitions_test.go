@@ -16,7 +16,7 @@ type builder func(t *testing.T, ctx context.Context, b *bundle) int64
 
 var (
 	dispatchAvailable builder = func(t *testing.T, ctx context.Context, b *bundle) int64 {
-		return dispatchFor(t, ctx, b, seedRun(t, ctx, b))
+		return dispatchFor(t, ctx, b, createRun(t, ctx, b))
 	}
 	dispatchLeased builder = func(t *testing.T, ctx context.Context, b *bundle) int64 {
 		id := dispatchAvailable(t, ctx, b)
@@ -52,7 +52,7 @@ var (
 		return id
 	}
 	createLeased builder = func(t *testing.T, ctx context.Context, b *bundle) int64 {
-		id := enqueueCreate(t, ctx, b, seedRun(t, ctx, b))
+		id := enqueueCreate(t, ctx, b, createRun(t, ctx, b))
 		claimOne(t, ctx, b, "w1", id)
 		return id
 	}
@@ -103,10 +103,10 @@ var (
 		return err
 	}
 	opRepair = func(ctx context.Context, b *bundle, id int64) error {
-		return b.store.RepairReconciliation(ctx, b.pool, id, "alice", randomID(), "run found on GitHub")
+		return b.store.ResolveReconciliationRepair(ctx, b.pool, id, "alice", randomID(), "run found on GitHub")
 	}
 	opSupersede = func(ctx context.Context, b *bundle, id int64) error {
-		_, err := b.store.SupersedeReconciliation(ctx, b.pool, id, "alice", "no run on GitHub after 10 minutes")
+		_, err := b.store.ResolveReconciliationSupersede(ctx, b.pool, id, "alice", "no run on GitHub after 10 minutes")
 		return err
 	}
 )

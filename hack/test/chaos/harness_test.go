@@ -25,8 +25,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/hack/test/proctest"
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 

@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,7 +78,8 @@ func (e *env) brops(args ...string) []byte {
 	out, err := cmd.Output()
 	if err != nil {
 		stderr := ""
-		if ee, ok := err.(*exec.ExitError); ok {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
 			stderr = string(ee.Stderr)
 		}
 		e.t.Fatalf("brops %s: %v\n%s%s", strings.Join(args, " "), err, out, stderr)

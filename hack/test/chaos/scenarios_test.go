@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/migrate"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/boardreadyops/cloud/hack/test/proctest"
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
@@ -142,11 +142,11 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 		"lifecycle.job": "boardreadyops-lifecycle", "outbox.deliver": "boardreadyops-outbox-dispatcher",
 		"github.create_check_run": "boardreadyops-outbox-dispatcher", "github.dispatch_workflow": "boardreadyops-outbox-dispatcher",
 		// database calls inside the trace, in each service
-		"db boardreadyops_accept_webhook": "boardreadyops-ingest", "db boardreadyops_create_release_run": "boardreadyops-lifecycle",
-		"db boardreadyops_start_control_plane_outbox_delivery": "boardreadyops-outbox-dispatcher",
+		"db boardreadyops_webhook_accept": "boardreadyops-ingest", "db boardreadyops_release_run_create": "boardreadyops-lifecycle",
+		"db boardreadyops_outbox_start_delivery": "boardreadyops-outbox-dispatcher",
 		// group-committed calls, spanned in the delivery's trace by the dispatcher
-		"db boardreadyops_complete_check_run_create":  "boardreadyops-outbox-dispatcher",
-		"db boardreadyops_complete_workflow_dispatch": "boardreadyops-outbox-dispatcher",
+		"db boardreadyops_outbox_complete_check_run_create":  "boardreadyops-outbox-dispatcher",
+		"db boardreadyops_outbox_complete_workflow_dispatch": "boardreadyops-outbox-dispatcher",
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -34,7 +34,7 @@ func Build(dir string, names ...string) error {
 	for _, name := range names {
 		out, err := exec.Command("go", "build", "-o", filepath.Join(dir, name), "github.com/boardreadyops/cloud/services/"+name).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("build %s: %v\n%s", name, err, out)
+			return fmt.Errorf("build %s: %w\n%s", name, err, out)
 		}
 	}
 	return nil

@@ -186,7 +186,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 	for {
 		select {
 		case <-c.exited:
-			return fmt.Errorf("postgres exited during start-up (%v); log:\n%s", c.waitErr, c.logTail())
+			return fmt.Errorf("postgres exited during start-up (%w); log:\n%s", c.waitErr, c.logTail())
 		default:
 		}
 		conn, err := pgx.Connect(ctx, c.URL("postgres"))
@@ -197,7 +197,7 @@ func (c *Cluster) waitReady(ctx context.Context) error {
 		lastErr = err
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("postgres not ready: %w (last error: %v); log:\n%s", ctx.Err(), lastErr, c.logTail())
+			return fmt.Errorf("postgres not ready: %w (last error: %w); log:\n%s", ctx.Err(), lastErr, c.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -291,8 +291,8 @@ func (c *Cluster) logTail() string {
 // symlinks, as Debian's wrappers are links), else the newest /usr/lib/postgresql/*/bin.
 func FindBinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
-		if real, err := filepath.EvalSymlinks(p); err == nil {
-			dir := filepath.Dir(real)
+		if resolved, err := filepath.EvalSymlinks(p); err == nil {
+			dir := filepath.Dir(resolved)
 			if _, err := os.Stat(filepath.Join(dir, "postgres")); err == nil {
 				return dir, nil
 			}

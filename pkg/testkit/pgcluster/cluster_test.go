@@ -3,7 +3,9 @@ package pgcluster_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -53,7 +55,7 @@ func TestStartQueryStop(t *testing.T) {
 	if err := c.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(c.Dir()); !os.IsNotExist(err) {
+	if _, err := os.Stat(c.Dir()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("temporary cluster directory left behind: %v", err)
 	}
 	if err := c.Stop(); err != nil {

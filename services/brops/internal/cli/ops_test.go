@@ -13,8 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
@@ -51,7 +51,7 @@ func (o *ops) dispatch(state string) (int64, string, string) {
 		o.t.Fatal(err)
 	}
 	tag := "refs/tags/v" + strconv.FormatInt(time.Now().UnixNano(), 10)
-	if err := o.pool.QueryRow(o.ctx, `SELECT boardreadyops_create_release_run(1, 55501, $1, repeat('a', 40), 'boardreadyops-release.yml', 'BoardReadyOps release')::text`, tag).Scan(&run); err != nil {
+	if err := o.pool.QueryRow(o.ctx, `SELECT boardreadyops_release_run_create(1, 55501, $1, repeat('a', 40), 'boardreadyops-release.yml', 'BoardReadyOps release')::text`, tag).Scan(&run); err != nil {
 		o.t.Fatal(err)
 	}
 	create := o.claimFor(run, outbox.EffectCheckRunCreate)

@@ -176,12 +176,12 @@ identity and the evidence, and both refuse a record that is not in reconciliatio
 			store := &outbox.Store{}
 			out := map[string]any{"effect": ids[0]}
 			if runID > 0 {
-				if err := store.RepairReconciliation(cmd.Context(), pool, ids[0], operator, runID, evidence); err != nil {
+				if err := store.ResolveReconciliationRepair(cmd.Context(), pool, ids[0], operator, runID, evidence); err != nil {
 					return err
 				}
 				out["resolution"], out["workflow_run_id"] = "repair", runID
 			} else {
-				newID, err := store.SupersedeReconciliation(cmd.Context(), pool, ids[0], operator, evidence)
+				newID, err := store.ResolveReconciliationSupersede(cmd.Context(), pool, ids[0], operator, evidence)
 				if err != nil {
 					return err
 				}

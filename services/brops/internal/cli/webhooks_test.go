@@ -36,7 +36,7 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	for i := 0; i < 150; i++ { // pages: 100 per page
 		sim.RecordDelivery("guid-filler-"+strconv.Itoa(i), "ping", "", 200, payload, now.Add(-time.Duration(i)*time.Second))
 	}
-	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_accept_webhook('guid-stored-anyway', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`); err != nil {
+	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_webhook_accept('guid-stored-anyway', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(sim)

@@ -17,9 +17,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/migrate"
+	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
 	"github.com/boardreadyops/cloud/services/ingest/internal/app"
 )

@@ -1,5 +1,5 @@
 // Package store writes accepted deliveries: the inbox row and its job in one statement through
-// boardreadyops_accept_webhook, the only database privilege the ingest role has.
+// boardreadyops_webhook_accept, the only database privilege the ingest role has.
 package store
 
 import (
@@ -17,7 +17,7 @@ import (
 )
 
 // acceptSQL stores one delivery (inbox row + job) or reports it as a duplicate.
-const acceptSQL = `SELECT inbox_id, job_id, duplicate FROM boardreadyops_accept_webhook($1, $2, $3, $4, $5, $6, $7, $8)`
+const acceptSQL = `SELECT inbox_id, job_id, duplicate FROM boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8)`
 
 // Store implements webhook.Store.
 type Store struct {
@@ -42,7 +42,7 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	// The batch runs outside the request's context, so its query spans are not in the request's
 	// trace: this span, named as the query tracer names the statement, stands for it there.
 	ctx, span := trace.SpanFromContext(ctx).TracerProvider().Tracer("github.com/boardreadyops/cloud/services/ingest/internal/store").
-		Start(ctx, "db boardreadyops_accept_webhook", trace.WithSpanKind(trace.SpanKindClient),
+		Start(ctx, "db boardreadyops_webhook_accept", trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(attribute.String("db.system", "postgresql"), attribute.Bool("boardreadyops.group_commit", true)))
 	defer span.End()
 	// The callback may run after an abandoned caller returned; it writes only to res, which the
@@ -79,7 +79,7 @@ func queueAccept(d webhook.Delivery, traceparent string, res *webhook.Outcome) f
 	}
 }
 
-// acceptSet stores the deliveries of one group commit with one boardreadyops_accept_webhooks
+// acceptSet stores the deliveries of one group commit with one boardreadyops_webhook_accept_batch
 // statement. The deliveries it leaves out (redeliveries) run alone through the single-row
 // function, which reports them as duplicates (groupcommit.ErrAlone).
 type acceptSet struct {
@@ -110,7 +110,7 @@ func (a *acceptSet) add(d webhook.Delivery, traceparent string, res *webhook.Out
 }
 
 func (a *acceptSet) Queue(b *pgx.Batch) {
-	b.Queue(`SELECT delivery_id, inbox_id, job_id FROM boardreadyops_accept_webhooks($1, $2, $3, $4, $5, $6::jsonb[], $7, $8)`,
+	b.Queue(`SELECT delivery_id, inbox_id, job_id FROM boardreadyops_webhook_accept_batch($1, $2, $3, $4, $5, $6::jsonb[], $7, $8)`,
 		a.ids, a.events, a.actions, a.installations, a.repositories, a.payloads, a.digests, a.traceparents).
 		Query(func(rows pgx.Rows) error {
 			stored := make(map[string]webhook.Outcome, len(a.members))

@@ -14,7 +14,7 @@ import (
 // FuzzParse drives signature verification and normalization with arbitrary bodies and headers.
 // Invariants: it never panics; it never accepts a body whose signature does not verify; an
 // accepted document is valid JSON, bounded, and storable (no NUL, valid UTF-8).
-// The seed corpus is testdata/fuzz/FuzzParse; `go test` runs it as plain tests.
+// The corpus in testdata/fuzz/FuzzParse runs as plain tests under `go test`.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"zen":"x","hook":{"app_id":1}}`), "", "ping", "application/json", true)
 	f.Add([]byte(`{}`), "sha256=00", "push", "application/json", false)

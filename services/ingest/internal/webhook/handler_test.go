@@ -22,8 +22,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/ingest/internal/store"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )

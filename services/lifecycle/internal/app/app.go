@@ -83,15 +83,19 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	}
 	wc := c.Worker
 	wc.ID = daemon.WorkerID("lifecycle")
-	wc.RecoverInterval = max(wc.Lease/4, time.Second)
-	wc.StatsInterval = 5 * time.Second
 
 	wakeDispatchers := notify.New(b.Pool, notify.Outbox, 10*time.Millisecond, b.Logger)
 	go wakeDispatchers.Run(ctx)
-	tp := b.Traces
 
-	w := worker.New(wc, b.Pool, handler.New(c.Handler, b.Logger, nil), worker.NewMetrics(b.Registry),
-		tp.Tracer("github.com/boardreadyops/cloud/services/lifecycle"), b.Logger, wakeDispatchers.Signal)
+	wc.Handler = handler.New(c.Handler, b.Logger, nil)
+	wc.Metrics = worker.NewMetrics(b.Registry)
+	wc.Tracer = b.Traces.Tracer("github.com/boardreadyops/cloud/services/lifecycle")
+	wc.Logger = b.Logger
+	wc.OnEffects = wakeDispatchers.Signal
+	w, err := worker.New(b.Pool, wc)
+	if err != nil {
+		return err
+	}
 	b.Logger.Info("lifecycle worker starting", "worker_id", wc.ID, "concurrency", wc.Concurrency, "batch_size", wc.BatchSize,
 		"lease", wc.Lease, "listen", wc.Listen)
 	return w.Run(ctx)

@@ -139,7 +139,7 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, d *eventdoc.Docu
 
 func (h *Handlers) deadLetterInstallation(ctx context.Context, tx pgx.Tx, installationID int64, why string) error {
 	var n int64
-	err := tx.QueryRow(ctx, `SELECT boardreadyops_dead_letter_installation_outbox($1, $2)`, installationID,
+	err := tx.QueryRow(ctx, `SELECT boardreadyops_outbox_dead_letter_installation($1, $2)`, installationID,
 		why+": effect not delivered; replay it (brops outbox replay) if the installation returns").Scan(&n)
 	if err != nil {
 		return fmt.Errorf("dead-letter effects of installation %d: %w", installationID, err)

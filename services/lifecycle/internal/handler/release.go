@@ -118,7 +118,7 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 		return ignored(), nil
 	}
 	var runID *string
-	err = tx.QueryRow(ctx, `SELECT boardreadyops_create_release_run($1, $2, $3, $4, $5, $6, $7)::text`,
+	err = tx.QueryRow(ctx, `SELECT boardreadyops_release_run_create($1, $2, $3, $4, $5, $6, $7)::text`,
 		repo.ID, d.InstallationID, p.Ref, p.After, t.settings.WorkflowFile, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&runID)
 	if err != nil {
 		return Result{}, fmt.Errorf("create release run: %w", err)
@@ -165,7 +165,7 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 	var attemptID string
 	var number int
 	var outboxID *int64
-	err = tx.QueryRow(ctx, `SELECT attempt_id::text, attempt_number, outbox_id FROM boardreadyops_start_next_execution_attempt($1::uuid, $2)`,
+	err = tx.QueryRow(ctx, `SELECT attempt_id::text, attempt_number, outbox_id FROM boardreadyops_execution_attempt_start_next($1::uuid, $2)`,
 		cr.ExternalID, nullIfEmpty(job.Traceparent)).Scan(&attemptID, &number, &outboxID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "BR005" {

@@ -16,8 +16,8 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
@@ -96,8 +96,12 @@ func (b *bundle) withWorker(hook func(handler.Job), opts ...func(*worker.Config)
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	b.worker = worker.New(cfg, b.pool, hh, worker.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("test"),
-		slog.New(slog.DiscardHandler), nil)
+	cfg.Handler, cfg.Metrics, cfg.Tracer = hh, worker.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("test")
+	w, err := worker.New(b.pool, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.worker = w
 	return b
 }
 
@@ -114,7 +118,7 @@ func (b *bundle) deliver(doc eventdoc.Document) int64 {
 		repo = &doc.Repository.ID
 	}
 	var jobID *int64
-	err = b.pool.QueryRow(b.ctx, `SELECT job_id FROM boardreadyops_accept_webhook($1, $2, nullif($3, ''), nullif($4, 0), $5, $6, $7, $8)`,
+	err = b.pool.QueryRow(b.ctx, `SELECT job_id FROM boardreadyops_webhook_accept($1, $2, nullif($3, ''), nullif($4, 0), $5, $6, $7, $8)`,
 		fmt.Sprintf("delivery-%d-%d", time.Now().UnixNano(), b.seq.Add(1)), doc.Event, doc.Action, doc.InstallationID, repo, payload, sum[:],
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").Scan(&jobID)
 	if err != nil || jobID == nil {

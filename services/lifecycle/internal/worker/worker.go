@@ -9,49 +9,111 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/jobs"
 	"github.com/boardreadyops/cloud/pkg/notify"
+	"github.com/boardreadyops/cloud/pkg/queuerun"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 )
 
-// Config bounds the worker.
+// Config is the worker's configuration and what it works with. A zero setting takes the default
+// its comment names; New rejects the rest of what it cannot run with.
 type Config struct {
-	// ID names this process in leases (daemon.WorkerID).
+	// ID names this process in leases (daemon.WorkerID). Required.
 	ID string
-	// Concurrency is the number of claim loops (each holds one connection while it works).
+	// Concurrency is the number of claim loops (each holds one connection while it works);
+	// default 4.
 	Concurrency int
-	// BatchSize is the number of jobs claimed and committed together.
+	// BatchSize is the number of jobs claimed and committed together, at most 1000; default 100.
 	BatchSize int
-	// Lease is how long a claimed batch is owned; it must exceed the slowest batch.
+	// Lease is how long a claimed batch is owned; it must exceed the slowest batch. Default 1m.
 	Lease time.Duration
-	// PollInterval is how often an idle loop looks for work without a notification.
+	// PollInterval is how often an idle loop looks for work without a notification; default 1s.
 	PollInterval time.Duration
 	// Listen enables LISTEN boardreadyops_jobs (disable behind transaction-pooling PgBouncer).
 	Listen bool
-	// MaxBackoff caps the retry delay of a failing job.
+	// MaxBackoff caps the retry delay of a failing job; default 5m.
 	MaxBackoff time.Duration
-	// RecoverInterval is how often expired leases are recovered.
+	// RecoverInterval is how often expired leases are recovered (±10 %); default a quarter of
+	// the lease, at least 1s.
 	RecoverInterval time.Duration
-	// StatsInterval is how often the queue gauges are refreshed (one query).
+	// StatsInterval is how often the queue gauges are refreshed (one query, ±10 %); default 5s.
 	StatsInterval time.Duration
+
+	// Handler applies the jobs. Required.
+	Handler Handler
+	// Metrics receives the worker's instruments; nil registers them on a registry of their own
+	// (nothing exports them).
+	Metrics *Metrics
+	// Tracer records the claim and job spans; nil records none.
+	Tracer trace.Tracer
+	// Logger receives the worker's logs; nil discards them.
+	Logger *slog.Logger
+	// OnEffects is called after a commit that enqueued outbox effects (wakes dispatchers); nil
+	// does nothing.
+	OnEffects func()
+}
+
+// withDefaults returns c with its zero settings defaulted, or why it cannot run.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.ID == "" {
+		errs = append(errs, errors.New("worker: Config.ID is required"))
+	}
+	if c.Handler == nil {
+		errs = append(errs, errors.New("worker: Config.Handler is required"))
+	}
+	if c.Concurrency < 0 || c.BatchSize < 0 {
+		errs = append(errs, fmt.Errorf("worker: Config.Concurrency %d, BatchSize %d: must not be negative", c.Concurrency, c.BatchSize))
+	}
+	if min(c.Lease, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval) < 0 {
+		errs = append(errs, errors.New("worker: Config durations must not be negative"))
+	}
+	if c.BatchSize > 1000 {
+		errs = append(errs, fmt.Errorf("worker: Config.BatchSize %d: at most 1000", c.BatchSize))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.BatchSize = cmp.Or(c.BatchSize, 100)
+	c.Lease = cmp.Or(c.Lease, time.Minute)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Minute)
+	c.RecoverInterval = cmp.Or(c.RecoverInterval, max(c.Lease/4, time.Second))
+	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.OnEffects == nil {
+		c.OnEffects = func() {}
+	}
+	return c, nil
 }
 
 // Handler applies one job inside the batch transaction (*handler.Handlers in production).
@@ -68,70 +130,59 @@ type Worker struct {
 	metrics  *Metrics
 	tracer   trace.Tracer
 	logger   *slog.Logger
-	// OnEffects is called after a commit that enqueued outbox effects (wakes dispatchers).
+	// onEffects is called after a commit that enqueued outbox effects (wakes dispatchers).
 	onEffects func()
-	waker     *notify.Waker
+	run       *queuerun.Runner[jobs.Job]
+	backoff   queuerun.Backoff
 }
 
-// New builds a worker. onEffects may be nil.
-func New(cfg Config, pool *pgxpool.Pool, h Handler, m *Metrics, tracer trace.Tracer, logger *slog.Logger, onEffects func()) *Worker {
-	if onEffects == nil {
-		onEffects = func() {}
+// New builds a worker on pool from cfg.
+func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
-	return &Worker{cfg: cfg, pool: pool, jobs: &jobs.Store{}, handlers: h, metrics: m, tracer: tracer, logger: logger,
-		onEffects: onEffects, waker: notify.NewWaker()}
+	w := &Worker{cfg: cfg, pool: pool, jobs: &jobs.Store{}, handlers: cfg.Handler, metrics: cfg.Metrics, tracer: cfg.Tracer,
+		logger: cfg.Logger, onEffects: cfg.OnEffects,
+		backoff: queuerun.Backoff{Base: time.Second, Max: cfg.MaxBackoff, Jitter: 0.2}}
+	rc := queuerun.Config[jobs.Job, jobs.Recovered]{PollInterval: cfg.PollInterval, Metrics: cfg.Metrics.queue, Logger: cfg.Logger,
+		Listen: cfg.Listen, ListenChannel: notify.Jobs, ListenConn: pool.Config().ConnConfig,
+		Claim: queuerun.ClaimConfig[jobs.Job]{SpanName: "lifecycle.claim", Tracer: cfg.Tracer,
+			Traceparent: func(j jobs.Job) *string { return j.Traceparent }},
+		Recovery: w.recovery(), Stats: w.stats()}
+	if w.run, err = queuerun.New(rc); err != nil {
+		return nil, err
+	}
+	return w, nil
 }
 
 // Run works until ctx ends, then finishes the batches in hand and returns.
 func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
-	start := func(f func(context.Context)) {
-		wg.Add(1)
-		go func() { defer wg.Done(); f(ctx) }()
-	}
-	if w.cfg.Listen {
-		start(w.listen)
-	}
-	start(w.recoverLoop)
-	start(w.statsLoop)
-	for i := 0; i < w.cfg.Concurrency; i++ {
-		start(w.loop)
+	wg.Go(func() { w.run.Background(ctx) })
+	for range w.cfg.Concurrency {
+		wg.Go(func() { w.loop(ctx) })
 	}
 	wg.Wait()
 	return nil
 }
 
 // Wake makes every idle loop look for work now.
-func (w *Worker) Wake() { w.waker.Wake() }
+func (w *Worker) Wake() { w.run.Wake() }
 
 func (w *Worker) loop(ctx context.Context) {
 	for ctx.Err() == nil {
-		wake := w.waker.C() // taken before the claim, so a wake-up during it is not lost
-		start := time.Now()
-		// Shutdown must not cancel a claim in flight: the server could commit it while the client
-		// sees a cancellation, stranding the batch until its lease expires.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		batch, err := w.jobs.Claim(cctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
-		cancel()
-		w.metrics.claimDuration.Observe(time.Since(start).Seconds())
-		if err == nil && len(batch) > 0 {
-			tps := make([]string, 0, len(batch))
-			for _, j := range batch {
-				if j.Traceparent != nil {
-					tps = append(tps, *j.Traceparent)
-				}
-			}
-			telemetry.ClaimSpan(w.tracer, "lifecycle.claim", start, time.Now(), tps)
-		}
+		wake := w.run.Next() // taken before the claim, so a wake-up during it is not lost
+		batch, err := w.run.Claim(ctx, w.claim)
 		if err != nil {
 			if ctx.Err() == nil {
 				w.logger.Warn("claim jobs failed", "error", err)
 			}
-			sleep(ctx, w.cfg.PollInterval, nil)
+			w.run.Sleep(ctx, nil)
 			continue
 		}
 		if len(batch) == 0 {
-			sleep(ctx, w.cfg.PollInterval, wake)
+			w.run.Sleep(ctx, wake)
 			continue
 		}
 		// A claimed batch is finished even when shutdown begins: within its lease, not ctx.
@@ -141,12 +192,16 @@ func (w *Worker) loop(ctx context.Context) {
 	}
 }
 
+func (w *Worker) claim(ctx context.Context) ([]jobs.Job, error) {
+	return w.jobs.Claim(ctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+}
+
 // ProcessAvailable claims and processes batches until no job is due, and returns how many jobs it
 // processed. The loops of Run do the same continuously; tests and one-shot tools use this.
 func (w *Worker) ProcessAvailable(ctx context.Context) (int, error) {
 	total := 0
 	for {
-		batch, err := w.jobs.Claim(ctx, w.pool, w.cfg.ID, w.cfg.BatchSize, w.cfg.Lease)
+		batch, err := w.claim(ctx)
 		if err != nil {
 			return total, err
 		}
@@ -155,16 +210,6 @@ func (w *Worker) ProcessAvailable(ctx context.Context) (int, error) {
 		}
 		w.process(ctx, batch)
 		total += len(batch)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration, wake <-chan struct{}) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-wake:
 	}
 }
 
@@ -286,7 +331,7 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		}
 		outs = append(outs, o)
 	}
-	if err := w.jobs.CompleteAll(ctx, tx, done, w.cfg.ID); err != nil {
+	if err := w.jobs.CompleteBatch(ctx, tx, done, w.cfg.ID); err != nil {
 		return nil, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -351,7 +396,7 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 		w.logger.Error("job dead-lettered", "job_id", j.ID, "kind", j.Kind, "error", herr)
 		return outcome{job: j, result: resultDeadLetter, traceID: telemetry.TraceID(ctx)}, false, nil
 	}
-	status, err := w.jobs.Retry(ctx, tx, j.ID, w.cfg.ID, herr.Error(), time.Now().Add(backoff(j.Attempts, w.cfg.MaxBackoff)))
+	status, err := w.jobs.Retry(ctx, tx, j.ID, w.cfg.ID, herr.Error(), time.Now().Add(w.backoff.Delay(j.Attempts)))
 	if err != nil {
 		return outcome{}, false, err
 	}
@@ -369,7 +414,7 @@ var errPermanent = errors.New("permanent job failure")
 // process (or its batch) down.
 func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (res handler.Result, err error) {
 	if row.err != nil {
-		return handler.Result{}, fmt.Errorf("%w: %v", errPermanent, row.err)
+		return handler.Result{}, fmt.Errorf("%w: %w", errPermanent, row.err)
 	}
 	if row.receivedAt.IsZero() {
 		return handler.Result{}, fmt.Errorf("%w: inbox row %d is missing", errPermanent, j.InboxID)
@@ -384,16 +429,6 @@ func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow
 		ID: j.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
 		Traceparent: telemetry.Traceparent(ctx),
 	})
-}
-
-// backoff is capped exponential with ±20% jitter: 1s, 2s, 4s, ... up to max.
-func backoff(attempts int, maxDelay time.Duration) time.Duration {
-	d := time.Second << min(max(attempts-1, 0), 20)
-	if d > maxDelay || d <= 0 {
-		d = maxDelay
-	}
-	jitter := 0.8 + 0.4*rand.Float64()
-	return time.Duration(float64(d) * jitter)
 }
 
 func kindLabel(kind string) string {

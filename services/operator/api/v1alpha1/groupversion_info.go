@@ -1,6 +1,6 @@
 // Package v1alpha1 holds the boardreadyops.io/v1alpha1 API: the OutboxMonitor resource through
-// which the operator reports the seed's external-broker transition triggers. It depends only on
-// k8s.io/apimachinery, so that any client can import it.
+// which the operator reports the external-broker transition triggers (docs/operator.md). It
+// depends only on k8s.io/apimachinery, so that any client can import it.
 //
 // +kubebuilder:object:generate=true
 // +groupName=boardreadyops.io

@@ -19,12 +19,15 @@ const (
 	// ConditionWorkersHealthy is True while every desired dispatcher replica is available.
 	ConditionWorkersHealthy = "WorkersHealthy"
 	// ConditionBrokerEvaluationRecommended is the summary: True when at least one trigger is
-	// sustained and the database and index tuning the seed asks for first has been recorded.
+	// sustained and the database and index tuning that must come first (spec.tuning) has been
+	// recorded.
 	ConditionBrokerEvaluationRecommended = "BrokerEvaluationRecommended"
 )
 
-// OutboxMonitorSpec names the outbox-dispatcher to watch and the seed's broker-transition
-// thresholds. Every threshold defaults to the value the seed specifies.
+// OutboxMonitorSpec names the outbox-dispatcher to watch and the thresholds of the three
+// broker-transition triggers. The defaults: claim latency p99 above 250ms for 5m, the oldest
+// available effect older than 30s for 5m while the workers are healthy, more than 500 completed
+// effects per second for 15m. See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 type OutboxMonitorSpec struct {
 	// Dispatcher identifies the outbox-dispatcher Deployment and how to scrape its pods.
 	Dispatcher DispatcherTarget `json:"dispatcher"`
@@ -48,8 +51,8 @@ type OutboxMonitorSpec struct {
 	// +optional
 	Prometheus *PrometheusSource `json:"prometheus,omitempty"`
 
-	// Tuning records that database and index tuning was done, which the seed requires before an
-	// external broker is evaluated. Until it is set, sustained triggers are reported but the
+	// Tuning records that database and index tuning was done, which must come before an external
+	// broker is evaluated. Until it is set, sustained triggers are reported but the
 	// BrokerEvaluationRecommended condition stays False with reason TuningFirst.
 	// +optional
 	Tuning *TuningRecord `json:"tuning,omitempty"`
@@ -99,20 +102,24 @@ type PrometheusSource struct {
 	RateWindow *metav1.Duration `json:"rateWindow,omitempty"`
 }
 
-// Triggers holds the seed's three broker-transition triggers and how a fired trigger clears.
+// Triggers holds the three broker-transition triggers (claim latency above 250ms, oldest available
+// effect older than 30s, more than 500 effects per second, by default) and how a fired trigger
+// clears. See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 type Triggers struct {
-	// ClaimLatency fires when the claim latency percentile stays above the threshold.
+	// ClaimLatency fires when the claim latency percentile (p99) stays above the threshold
+	// (250ms) for the window (5m).
 	// +kubebuilder:default={}
 	// +optional
 	ClaimLatency ClaimLatencyTrigger `json:"claimLatency,omitempty"`
 
 	// OldestAvailableAge fires when the oldest available effect stays older than the threshold
-	// while the workers are healthy.
+	// (30s) for the window (5m) while the workers are healthy.
 	// +kubebuilder:default={}
 	// +optional
 	OldestAvailableAge AgeTrigger `json:"oldestAvailableAge,omitempty"`
 
-	// Throughput fires when completed effects per second stay above the threshold.
+	// Throughput fires when completed effects per second stay above the threshold (500) for the
+	// window (15m).
 	// +kubebuilder:default={}
 	// +optional
 	Throughput ThroughputTrigger `json:"throughput,omitempty"`
@@ -134,9 +141,10 @@ type Triggers struct {
 	ClearWindow *metav1.Duration `json:"clearWindow,omitempty"`
 }
 
-// ClaimLatencyTrigger is the seed's "claim latency remains above 250 milliseconds".
+// ClaimLatencyTrigger fires when the claim latency remains above 250 milliseconds (the default
+// threshold) for the window. See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 type ClaimLatencyTrigger struct {
-	// Threshold is the claim latency above which the trigger counts.
+	// Threshold is the claim latency above which the trigger counts (default 250ms).
 	// +kubebuilder:default="250ms"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('1h')",message="threshold must be above 0 and at most 1h"
 	// +optional
@@ -157,10 +165,10 @@ type ClaimLatencyTrigger struct {
 	Window *metav1.Duration `json:"window,omitempty"`
 }
 
-// AgeTrigger is the seed's "oldest available effect age remains above 30 seconds while workers
-// are healthy".
+// AgeTrigger fires when the oldest available effect's age remains above 30 seconds (the default
+// threshold) for the window while the workers are healthy. See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 type AgeTrigger struct {
-	// Threshold is the oldest available effect age above which the trigger counts.
+	// Threshold is the oldest available effect age above which the trigger counts (default 30s).
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="threshold must be above 0 and at most 24h"
 	// +optional
@@ -174,11 +182,11 @@ type AgeTrigger struct {
 	Window *metav1.Duration `json:"window,omitempty"`
 }
 
-// ThroughputTrigger is the seed's "throughput remains above 500 effects per second for 15
-// minutes".
+// ThroughputTrigger fires when the throughput remains above 500 effects per second (the default
+// threshold) for 15 minutes (the default window). See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 type ThroughputTrigger struct {
 	// EffectsPerSecond is the completed-effects rate, summed across dispatcher pods, above which
-	// the trigger counts.
+	// the trigger counts (default 500).
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1
 	// +optional
@@ -191,8 +199,8 @@ type ThroughputTrigger struct {
 	Window *metav1.Duration `json:"window,omitempty"`
 }
 
-// TuningRecord is the record the seed requires before a broker is evaluated: who tuned the
-// database and its indexes, when, and what was done.
+// TuningRecord is the record required before a broker is evaluated: who tuned the database and
+// its indexes, when, and what was done.
 type TuningRecord struct {
 	// CompletedBy names who did the tuning.
 	// +kubebuilder:validation:MinLength=1
@@ -252,9 +260,11 @@ type OutboxMonitorStatus struct {
 	ScrapeErrors []string `json:"scrapeErrors,omitempty"`
 }
 
-// OutboxMonitor watches an outbox-dispatcher's metrics for the seed's external-broker transition
-// triggers and reports them as conditions, Events and a metric. It recommends; it never changes
-// the dispatcher or migrates anything.
+// OutboxMonitor watches an outbox-dispatcher's metrics for the external-broker transition
+// triggers — by default claim latency p99 above 250ms for 5m, the oldest available effect older
+// than 30s for 5m with healthy workers, more than 500 effects per second for 15m — and reports
+// them as conditions, Events and a metric. It recommends; it never changes the dispatcher or
+// migrates anything. See https://github.com/boardreadyops/cloud/blob/main/docs/operator.md.
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

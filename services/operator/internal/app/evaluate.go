@@ -34,7 +34,7 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.Var(&urls, "scrape", "a dispatcher metrics URL (repeatable)")
 	interval := fs.Duration("interval", 5*time.Second, "time between scrape rounds")
 	rounds := fs.Int("rounds", 0, "stop after this many rounds (0: until interrupted)")
-	tuned := fs.Bool("tuned", false, "database and index tuning was done (the seed's precondition for recommending a broker)")
+	tuned := fs.Bool("tuned", false, "database and index tuning was done (required before a broker is recommended; docs/operator.md)")
 	percentile := fs.Int("percentile", 99, "claim latency percentile")
 	claim := fs.Duration("claim-latency", 250*time.Millisecond, "claim latency threshold")
 	claimWindow := fs.Duration("claim-latency-window", d.Rules[broker.ClaimLatency].Window, "claim latency window")

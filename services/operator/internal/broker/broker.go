@@ -1,7 +1,7 @@
-// Package broker evaluates the seed's external-broker transition triggers for one dispatcher:
-// it folds each scrape round's signals (package scrape) into the three trigger windows (package
-// trigger) and concludes whether an external broker evaluation is recommended. The controller
-// and the local `operator evaluate` mode share it.
+// Package broker evaluates the external-broker transition triggers (docs/operator.md) for one
+// dispatcher: it folds each scrape round's signals (package scrape) into the three trigger
+// windows (package trigger) and concludes whether an external broker evaluation is recommended.
+// The controller and the local `operator evaluate` mode share it.
 package broker
 
 import (
@@ -16,10 +16,10 @@ import (
 	"github.com/boardreadyops/cloud/services/operator/internal/trigger"
 )
 
-// Trigger names one of the seed's three triggers.
+// Trigger names one of the three triggers.
 type Trigger int
 
-// The triggers, in the seed's order.
+// The triggers, in the outbox specification's order.
 const (
 	ClaimLatency Trigger = iota
 	OldestAvailableAge
@@ -47,10 +47,10 @@ type Settings struct {
 	Rules    [numTriggers]trigger.Config
 }
 
-// DefaultSettings are the seed's thresholds with the CRD's default windows: claim latency p99
-// above 250 ms for 5 minutes, oldest available age above 30 s for 5 minutes while workers are
-// healthy, throughput above 500 effects/s for 15 minutes; clearing 10 % below the threshold for
-// 5 minutes.
+// DefaultSettings are the outbox specification's thresholds with the CRD's default windows:
+// claim latency p99 above 250 ms for 5 minutes, oldest available age above 30 s for 5 minutes
+// while workers are healthy, throughput above 500 effects/s for 15 minutes; clearing 10 % below
+// the threshold for 5 minutes.
 func DefaultSettings() Settings {
 	rule := func(threshold float64, window time.Duration) trigger.Config {
 		return trigger.Config{Threshold: threshold, Window: window, HysteresisPercent: 10, ClearWindow: 5 * time.Minute}
@@ -193,8 +193,8 @@ type Recommendation struct {
 	Message string
 }
 
-// Recommend concludes from the fired triggers and whether tuning was recorded. The seed requires
-// database and index tuning before a broker is evaluated, so sustained triggers without a tuning
+// Recommend concludes from the fired triggers and whether tuning was recorded. Database and
+// index tuning must come before a broker is evaluated, so sustained triggers without a tuning
 // record recommend tuning, not a broker.
 func Recommend(active []Trigger, tuned bool) Recommendation {
 	if len(active) == 0 {
@@ -207,7 +207,7 @@ func Recommend(active []Trigger, tuned bool) Recommendation {
 	list := strings.Join(names, ", ")
 	if !tuned {
 		return Recommendation{Reason: "TuningFirst", Message: "sustained: " + list +
-			"; tune the database and its indexes first and record it in spec.tuning, as the seed requires before a broker is evaluated"}
+			"; tune the database and its indexes first and record it in spec.tuning: a broker is evaluated only after tuning (docs/operator.md)"}
 	}
 	return Recommendation{Recommended: true, Reason: "TriggersSustained", Message: "sustained after recorded tuning: " + list +
 		"; evaluate an external broker in a separate architecture decision that keeps the transaction boundary, idempotency keys, leases, dead-letter visibility and the dispatch reconciliation rule"}

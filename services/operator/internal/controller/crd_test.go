@@ -26,7 +26,7 @@ func newNamespace(t testing.TB) string {
 
 func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
 
-func TestCRDDefaultsAreTheSeedThresholds(t *testing.T) {
+func TestCRDDefaultsAreTheSpecifiedThresholds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	mon := &v1alpha1.OutboxMonitor{

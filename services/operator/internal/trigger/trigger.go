@@ -1,7 +1,8 @@
-// Package trigger evaluates the seed's external-broker transition triggers: a signal that stays
-// above its threshold for a whole window fires the trigger; a fired trigger clears only after the
-// signal stayed below a hysteresis band for the clear window. It is pure: observations in,
-// state out, no clock and no I/O, so every rule is testable over synthetic series.
+// Package trigger evaluates the external-broker transition triggers (docs/operator.md): a
+// signal that stays above its threshold for a whole window fires the trigger; a fired trigger
+// clears only after the signal stayed below a hysteresis band for the clear window. It is pure:
+// observations in, state out, no clock and no I/O, so every rule is testable over synthetic
+// series.
 package trigger
 
 import "time"

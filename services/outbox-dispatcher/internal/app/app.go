@@ -105,10 +105,12 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	}
 	d := c.D
 	d.WorkerID = daemon.WorkerID("outbox-dispatcher")
-	d.BatchSize = min(d.BatchSize, d.Concurrency)
-	d.RecoverInterval = max(min(d.Lease/4, 15*time.Second), time.Second)
-	d.StatsInterval = 5 * time.Second
+	d.GitHub, d.Metrics, d.Tracer, d.Logger = gh, m, tracer, b.Logger
+	disp, err := dispatcher.New(b.Pool, d)
+	if err != nil {
+		return err
+	}
 	b.Logger.Info("dispatcher starting", "worker_id", d.WorkerID, "github_api_url", c.GitHubURL, "concurrency", d.Concurrency,
 		"per_installation", d.PerInstallation, "lease", d.Lease)
-	return dispatcher.New(d, b.Pool, gh, m, tracer, b.Logger).Run(ctx)
+	return disp.Run(ctx)
 }

@@ -3,43 +3,27 @@ package dispatcher
 import (
 	"context"
 
-	"github.com/boardreadyops/cloud/pkg/daemon"
-	"github.com/boardreadyops/cloud/pkg/notify"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
 
-// listen wakes the loop on every NOTIFY boardreadyops_outbox (pkg/notify reconnects with backoff).
-func (d *Dispatcher) listen(ctx context.Context) {
-	notify.Listen(ctx, d.pool.Config().ConnConfig, notify.Outbox, d.Wake, d.logger)
+// recovery runs boardreadyops_outbox_recover_leases periodically: a started
+// dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
+func (d *Dispatcher) recovery() queuerun.Recovery[outbox.Recovered] {
+	return queuerun.Recovery[outbox.Recovered]{
+		Name: "recover outbox leases", Interval: d.cfg.RecoverInterval, Message: "recovered expired outbox lease",
+		Recover: func(ctx context.Context) ([]outbox.Recovered, error) { return d.store.RecoverLeases(ctx, d.pool, 1000) },
+		Describe: func(r outbox.Recovered) (string, []any) {
+			return r.Status, []any{"outbox_id", r.ID, "effect_type", r.EffectType, "previous_owner", r.PreviousOwner}
+		},
+	}
 }
 
-// recoverLoop runs boardreadyops_recover_control_plane_outbox_leases periodically: a started dispatch whose worker died goes to reconciliation_required, anything else back to the queue.
-func (d *Dispatcher) recoverLoop(ctx context.Context) {
-	daemon.Every(ctx, d.cfg.RecoverInterval, false, func(ctx context.Context) {
-		rec, err := d.store.RecoverLeases(ctx, d.pool, 1000)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.logger.Warn("recover outbox leases failed", "error", err)
-			}
-			return
-		}
-		for _, r := range rec {
-			d.logger.Warn("recovered expired outbox lease", "outbox_id", r.ID, "effect_type", r.EffectType, "previous_owner", r.PreviousOwner, "status", r.Status)
-			d.metrics.recovered.WithLabelValues(r.Status).Inc()
-		}
-		if len(rec) > 0 {
-			d.Wake()
-		}
-	})
-}
-
-// statsLoop refreshes the queue gauges with one cheap query per interval (not per scrape).
-func (d *Dispatcher) statsLoop(ctx context.Context) {
-	daemon.Every(ctx, d.cfg.StatsInterval, true, func(ctx context.Context) {
-		st, err := d.store.Stats(ctx, d.pool)
-		if err == nil {
-			d.metrics.setStats(st)
-		} else if ctx.Err() == nil {
-			d.logger.Warn("read outbox statistics failed", "error", err)
-		}
-	})
+// stats refreshes the effect gauges (states in effectStates' order).
+func (d *Dispatcher) stats() queuerun.Stats {
+	return queuerun.Stats{Name: "read outbox statistics", Interval: d.cfg.StatsInterval,
+		Read: func(ctx context.Context) (float64, []int64, error) {
+			st, err := d.store.Stats(ctx, d.pool)
+			return st.OldestAvailableAgeSeconds, []int64{st.Available, st.Leased, st.Retrying, st.DeadLetter, st.ReconciliationRequired}, err
+		}}
 }

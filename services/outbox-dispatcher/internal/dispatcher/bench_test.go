@@ -3,7 +3,6 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"sort"
 	"testing"
@@ -15,22 +14,12 @@ import (
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
-// noopGitHub answers every request at once: the benchmark measures the queue machinery alone.
-type noopGitHub struct{}
-
-func (noopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
-	return 1, true, nil
-}
-func (noopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
-func (noopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
-
-// seedReleases creates n release runs (each with its github.check_run.create effect) over 50
+// createReleases creates n release runs (each with its github.check_run.create effect) over 50
 // repositories of 5 installations.
-func seedReleases(b *testing.B, pool *pgxpool.Pool, n int) {
+func createReleases(b *testing.B, pool *pgxpool.Pool, n int) {
 	b.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `
@@ -39,17 +28,17 @@ func seedReleases(b *testing.B, pool *pgxpool.Pool, n int) {
 		b.Fatal(err)
 	}
 	// Each tag at its own commit, as releases are.
-	if _, err := pool.Exec(ctx, `SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+	if _, err := pool.Exec(ctx, `SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 		substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, n); err != nil {
 		b.Fatal(err)
 	}
 }
 
-// seedCompletions creates n github.check_run.complete effects (no follow-up effects), one for
+// createCompletions creates n github.check_run.complete effects (no follow-up effects), one for
 // each of n release runs, as a burst of finished release runs would.
-func seedCompletions(b *testing.B, pool *pgxpool.Pool, n int) {
+func createCompletions(b *testing.B, pool *pgxpool.Pool, n int) {
 	b.Helper()
-	seedReleases(b, pool, n)
+	createReleases(b, pool, n)
 	if _, err := pool.Exec(context.Background(), `
 		DELETE FROM control_plane_outbox;
 		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, execution_attempt_id, installation_id)
@@ -79,11 +68,11 @@ type benchResult struct {
 func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, want int) benchResult {
 	b.Helper()
 	reg := prometheus.NewRegistry()
-	d := dispatcher.New(dispatcher.Config{
+	d := newDispatcher(b, pool, dispatcher.Config{
 		WorkerID: "bench", Concurrency: inFlight, PerInstallation: inFlight, BatchSize: 64, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, Listen: false, MaxBackoff: time.Second, RecoverInterval: 5 * time.Second,
-		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release",
-	}, pool, gh, dispatcher.NewMetrics(reg), telemetry.NewTracerProvider().Tracer("bench"), slog.New(slog.DiscardHandler))
+		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release", GitHub: gh, Metrics: dispatcher.NewMetrics(reg),
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	start := time.Now()
@@ -178,9 +167,9 @@ func BenchmarkQueueMachinery(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		pool := pgtest.NewPool(b)
-		seedCompletions(b, pool, n)
+		createCompletions(b, pool, n)
 		b.StartTimer()
-		r := drain(b, pool, noopGitHub{}, 256, n)
+		r := drain(b, pool, dispatcher.NoopGitHub{}, 256, n)
 		b.StopTimer()
 		report(b, r)
 	}
@@ -203,7 +192,7 @@ func BenchmarkEndToEndSimulator(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		seedReleases(b, pool, runs)
+		createReleases(b, pool, runs)
 		b.StartTimer()
 		r := drain(b, pool, gh, 64, 2*runs)
 		b.StopTimer()

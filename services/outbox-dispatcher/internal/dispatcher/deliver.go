@@ -90,7 +90,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			return d.failed(ctx, e, err, true)
 		}
 		var next int64
-		err = d.commit(ctx, "boardreadyops_complete_check_run_create", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunCreate(b, e.ID, d.cfg.WorkerID, id, func(n int64, err error) { next = n; report(err) })
 		})
 		if next != 0 {
@@ -105,7 +105,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.commit(ctx, "boardreadyops_complete_workflow_dispatch", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
 		})
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
@@ -128,7 +128,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		err = d.commit(ctx, "boardreadyops_complete_check_run_complete", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
 		})
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
@@ -155,7 +155,7 @@ func (d *Dispatcher) commit(ctx context.Context, function string, queue func(b *
 // startDispatch records delivery_started_at, committed with whatever other starts and
 // completions are waiting; a refusal means the request must not be sent.
 func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string, bool) {
-	if err := d.commit(ctx, "boardreadyops_start_control_plane_outbox_delivery", func(b *groupcommit.Batch, report func(error)) {
+	if err := d.commit(ctx, "boardreadyops_outbox_start_delivery", func(b *groupcommit.Batch, report func(error)) {
 		d.store.QueueStartDelivery(b, e.ID, d.cfg.WorkerID, report)
 	}); err != nil {
 		if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
@@ -176,8 +176,8 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
 		until := ge.RetryAt
-		if max := time.Now().Add(110 * time.Minute); until.After(max) {
-			until = max
+		if latest := time.Now().Add(110 * time.Minute); until.After(latest) {
+			until = latest
 		}
 		d.limiter.block(e.InstallationID, until)
 		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
@@ -195,7 +195,7 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
 	}
-	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(backoff(e.Attempts, d.cfg.MaxBackoff)))
+	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(d.backoff.Delay(e.Attempts)))
 	if serr == nil && status == outbox.StatusDeadLetter {
 		return d.record(ctx, e, OutcomeDeadLetter)
 	}

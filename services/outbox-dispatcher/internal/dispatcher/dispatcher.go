@@ -9,48 +9,111 @@
 package dispatcher
 
 import (
+	"cmp"
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/notify"
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/queuerun"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
 
-// Config bounds the dispatcher.
+// Config is the dispatcher's configuration and what it works with. A zero setting takes the
+// default its comment names; New rejects the rest of what it cannot run with.
 type Config struct {
+	// WorkerID names this process in leases (daemon.WorkerID). Required.
 	WorkerID string
-	// Concurrency is the number of deliveries in flight at once, across installations.
+	// Concurrency is the number of deliveries in flight at once, across installations; default 32.
 	Concurrency int
-	// PerInstallation is the number in flight for one installation.
+	// PerInstallation is the number in flight for one installation, at most Concurrency;
+	// default 8 (or Concurrency when that is lower).
 	PerInstallation int
-	// BatchSize caps one claim.
+	// BatchSize caps one claim; default 32. A batch larger than Concurrency is lowered to it.
 	BatchSize int
-	// Lease of a claimed effect; longer than the slowest request plus its recording.
+	// Lease of a claimed effect; longer than the slowest request plus its recording. Default 1m.
 	Lease time.Duration
 	// ClaimFill is how long a backlogged dispatcher waits for a whole batch of free slots
 	// before claiming fewer (0: never waits).
 	ClaimFill time.Duration
-	// PollInterval is how often an idle dispatcher looks for work without a notification.
+	// PollInterval is how often an idle dispatcher looks for work without a notification;
+	// default 1s.
 	PollInterval time.Duration
 	// Listen enables LISTEN boardreadyops_outbox.
 	Listen bool
-	// MaxBackoff caps the retry delay of a failing effect.
+	// MaxBackoff caps the retry delay of a failing effect; default 10m.
 	MaxBackoff time.Duration
-	// RecoverInterval is how often expired leases are recovered.
+	// RecoverInterval is how often expired leases are recovered (±10 %); default a quarter of
+	// the lease, from 1s to 15s.
 	RecoverInterval time.Duration
-	// StatsInterval is how often the queue gauges are refreshed.
+	// StatsInterval is how often the queue gauges are refreshed (±10 %); default 5s.
 	StatsInterval time.Duration
-	// CheckRunName is used when a payload carries none.
+	// CheckRunName is used when a payload carries none; default "BoardReadyOps release".
 	CheckRunName string
+
+	// GitHub performs the requests. Required.
+	GitHub GitHub
+	// Metrics receives the dispatcher's instruments; nil registers them on a registry of their
+	// own (nothing exports them).
+	Metrics *Metrics
+	// Tracer records the claim and delivery spans; nil records none.
+	Tracer trace.Tracer
+	// Logger receives the dispatcher's logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// withDefaults returns c with its zero settings defaulted, or why it cannot run.
+func (c Config) withDefaults() (Config, error) {
+	var errs []error
+	if c.WorkerID == "" {
+		errs = append(errs, errors.New("dispatcher: Config.WorkerID is required"))
+	}
+	if c.GitHub == nil {
+		errs = append(errs, errors.New("dispatcher: Config.GitHub is required"))
+	}
+	if min(c.Concurrency, c.PerInstallation, c.BatchSize) < 0 {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.Concurrency %d, PerInstallation %d, BatchSize %d: must not be negative",
+			c.Concurrency, c.PerInstallation, c.BatchSize))
+	}
+	if min(c.Lease, c.ClaimFill, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval) < 0 {
+		errs = append(errs, errors.New("dispatcher: Config durations must not be negative"))
+	}
+	c.Concurrency = cmp.Or(c.Concurrency, 32)
+	if c.PerInstallation > c.Concurrency {
+		errs = append(errs, fmt.Errorf("dispatcher: Config.PerInstallation %d: at most the concurrency (%d)", c.PerInstallation, c.Concurrency))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	c.PerInstallation = cmp.Or(c.PerInstallation, min(8, c.Concurrency))
+	c.BatchSize = min(cmp.Or(c.BatchSize, 32), c.Concurrency)
+	c.Lease = cmp.Or(c.Lease, time.Minute)
+	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 10*time.Minute)
+	c.RecoverInterval = cmp.Or(c.RecoverInterval, max(min(c.Lease/4, 15*time.Second), time.Second))
+	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
+	c.CheckRunName = cmp.Or(c.CheckRunName, "BoardReadyOps release")
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(prometheus.NewRegistry())
+	}
+	if c.Tracer == nil {
+		c.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
 }
 
 // Dispatcher delivers outbox effects.
@@ -65,48 +128,52 @@ type Dispatcher struct {
 	limiter   *limiter
 	completer *groupcommit.Committer
 
-	slots chan struct{}
-	waker *notify.Waker
+	slots   chan struct{}
+	run     *queuerun.Runner[outbox.Effect]
+	backoff queuerun.Backoff
 }
 
-// New builds a dispatcher.
-func New(cfg Config, pool *pgxpool.Pool, gh GitHub, m *Metrics, tracer trace.Tracer, logger *slog.Logger) *Dispatcher {
-	return &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: gh, metrics: m, tracer: tracer, logger: logger,
-		limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, logger, cfg.Concurrency, 30*time.Second), slots: make(chan struct{}, cfg.Concurrency), waker: notify.NewWaker()}
+// New builds a dispatcher on pool from cfg.
+func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: cfg.GitHub, metrics: cfg.Metrics, tracer: cfg.Tracer,
+		logger: cfg.Logger, limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, cfg.Logger, cfg.Concurrency, 30*time.Second),
+		slots: make(chan struct{}, cfg.Concurrency), backoff: queuerun.Backoff{Base: 2 * time.Second, Max: cfg.MaxBackoff, Jitter: 0.2}}
+	rc := queuerun.Config[outbox.Effect, outbox.Recovered]{PollInterval: cfg.PollInterval, Metrics: cfg.Metrics.queue, Logger: cfg.Logger,
+		Listen: cfg.Listen, ListenChannel: notify.Outbox, ListenConn: pool.Config().ConnConfig,
+		Claim: queuerun.ClaimConfig[outbox.Effect]{SpanName: "outbox.claim", Tracer: cfg.Tracer,
+			Traceparent: func(e outbox.Effect) *string { return e.Traceparent }},
+		Recovery: d.recovery(), Stats: d.stats()}
+	if d.run, err = queuerun.New(rc); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // Run delivers until ctx ends, then waits for the deliveries in flight and returns.
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
-	start := func(f func(context.Context)) {
-		bg.Add(1)
-		go func() { defer bg.Done(); f(ctx) }()
-	}
-	if d.cfg.Listen {
-		start(d.listen)
-	}
-	start(d.recoverLoop)
-	start(d.statsLoop)
+	bg.Go(func() { d.run.Background(ctx) })
 	// Two executors: one commits a batch while the other gathers the next.
 	quit := make(chan struct{})
 	var executors sync.WaitGroup
-	for i := 0; i < 2; i++ {
-		executors.Add(1)
-		go func() { defer executors.Done(); d.completer.Run(quit) }()
+	for range 2 {
+		executors.Go(func() { d.completer.Run(quit) })
 	}
 	// Concurrency long-lived workers deliver what the loop claims: a goroutine per effect would
 	// grow a fresh stack for every delivery (stack copying was a tenth of the dispatcher's CPU).
 	work := make(chan outbox.Effect, d.cfg.Concurrency)
 	var workers sync.WaitGroup
 	for range d.cfg.Concurrency {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
+		workers.Go(func() {
 			for e := range work {
 				d.handle(context.WithoutCancel(ctx), e)
 				<-d.slots
 			}
-		}()
+		})
 	}
 	d.loop(ctx, work)
 	close(work)
@@ -118,7 +185,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 }
 
 // Wake makes an idle dispatcher look for work now.
-func (d *Dispatcher) Wake() { d.waker.Wake() }
+func (d *Dispatcher) Wake() { d.run.Wake() }
 
 // loop claims while there is room and hands each effect to a worker.
 //
@@ -133,14 +200,10 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 		if held == 0 {
 			return
 		}
-		wake := d.waker.C()
-		start := time.Now()
-		// Shutdown must not cancel a claim in flight: the server could commit it while the client
-		// sees a cancellation, stranding the effects until their leases expire.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		batch, err := d.store.Claim(cctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease)
-		cancel()
-		d.metrics.claimDuration.Observe(time.Since(start).Seconds())
+		wake := d.run.Next()
+		batch, err := d.run.Claim(ctx, func(ctx context.Context) ([]outbox.Effect, error) {
+			return d.store.Claim(ctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease)
+		})
 		for range held - len(batch) {
 			<-d.slots
 		}
@@ -148,20 +211,11 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 		// back full says little (most slots are busy with slow requests, where waiting for a whole
 		// batch would only delay the next claim).
 		backlog = err == nil && len(batch) == held && 2*held >= d.cfg.BatchSize
-		if err == nil && len(batch) > 0 {
-			tps := make([]string, 0, len(batch))
-			for _, e := range batch {
-				if e.Traceparent != nil {
-					tps = append(tps, *e.Traceparent)
-				}
-			}
-			telemetry.ClaimSpan(d.tracer, "outbox.claim", start, time.Now(), tps)
-		}
 		if err != nil || len(batch) == 0 {
 			if err != nil && ctx.Err() == nil {
 				d.logger.Warn("claim effects failed", "error", err)
 			}
-			sleep(ctx, d.cfg.PollInterval, wake)
+			d.run.Sleep(ctx, wake)
 			continue
 		}
 		for _, e := range batch {
@@ -248,25 +302,6 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	if outcome == OutcomeCompleted {
 		telemetry.Observe(ctx, d.metrics.lag.WithLabelValues(e.EffectType), time.Since(e.CreatedAt).Seconds())
 	}
-}
-
-func sleep(ctx context.Context, dur time.Duration, wake <-chan struct{}) {
-	t := time.NewTimer(dur)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	case <-wake:
-	}
-}
-
-// backoff is capped exponential with ±20% jitter: 2s, 4s, 8s, ... up to max.
-func backoff(attempts int, maxDelay time.Duration) time.Duration {
-	b := 2 * time.Second << min(max(attempts-1, 0), 20)
-	if b > maxDelay || b <= 0 {
-		b = maxDelay
-	}
-	return time.Duration(float64(b) * (0.8 + 0.4*rand.Float64()))
 }
 
 // limiter tracks per-installation rate-limit blocks and in-flight counts.

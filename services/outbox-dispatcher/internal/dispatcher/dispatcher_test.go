@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/outbox"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/telemetry"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
@@ -58,12 +58,23 @@ func (e *env) dispatcher(lease time.Duration) *dispatcher.Dispatcher {
 	if e.n == 1 {
 		reg = e.reg // the first dispatcher's metrics are inspected by the tests
 	}
-	m := dispatcher.NewMetrics(reg)
-	return dispatcher.New(dispatcher.Config{
+	return newDispatcher(e.t, e.pool, dispatcher.Config{
 		WorkerID: fmt.Sprintf("dispatcher-%d", e.n), Concurrency: 16, PerInstallation: 8, BatchSize: 16, Lease: lease,
 		PollInterval: 20 * time.Millisecond, Listen: true, MaxBackoff: time.Second, RecoverInterval: 100 * time.Millisecond,
 		StatsInterval: 50 * time.Millisecond, CheckRunName: "BoardReadyOps release",
-	}, e.pool, e.gh, m, telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+		GitHub: e.gh, Metrics: dispatcher.NewMetrics(reg),
+	})
+}
+
+// newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
+func newDispatcher(tb testing.TB, pool *pgxpool.Pool, cfg dispatcher.Config) *dispatcher.Dispatcher {
+	tb.Helper()
+	cfg.Tracer, cfg.Logger = telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler)
+	d, err := dispatcher.New(pool, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return d
 }
 
 // run runs a dispatcher until cond holds (or fails the test after a while).
@@ -97,7 +108,7 @@ func (e *env) release(inst int64, repo, tag string) string {
 		e.t.Fatal(err)
 	}
 	var run string
-	err = e.pool.QueryRow(e.ctx, `SELECT boardreadyops_create_release_run($1, $2, $3, $4, 'boardreadyops-release.yml', 'BoardReadyOps release')::text`,
+	err = e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_create($1, $2, $3, $4, 'boardreadyops-release.yml', 'BoardReadyOps release')::text`,
 		repoID, inst, "refs/tags/"+tag, "6dcb09b5b57875f334f61aebed695e2e4193db5e").Scan(&run)
 	if err != nil {
 		e.t.Fatal(err)
@@ -304,7 +315,7 @@ func TestThreeDispatchersNoDuplicates(t *testing.T) {
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_create_release_run(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
+	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 		'6dcb09b5b57875f334f61aebed695e2e4193db5e', 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, runs); err != nil {
 		t.Fatal(err)
 	}

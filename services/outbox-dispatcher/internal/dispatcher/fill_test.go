@@ -3,20 +3,16 @@ package dispatcher_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/boardreadyops/cloud/pkg/githubapp"
-	"github.com/boardreadyops/cloud/pkg/telemetry"
 	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
 // gatedGitHub holds every check-run creation until the test lets one through.
 type gatedGitHub struct {
-	noopGitHub
+	dispatcher.NoopGitHub
 	gate chan struct{}
 }
 
@@ -39,11 +35,11 @@ func TestBackloggedDispatcherClaimsWholeBatches(t *testing.T) {
 		e.release(9, "octo-org/fill", fmt.Sprintf("v0.%d.0", i))
 	}
 	gh := gatedGitHub{gate: make(chan struct{})}
-	d := dispatcher.New(dispatcher.Config{
+	d := newDispatcher(t, e.pool, dispatcher.Config{
 		WorkerID: "filler", Concurrency: batch, PerInstallation: batch, BatchSize: batch, ClaimFill: time.Minute,
 		Lease: time.Minute, PollInterval: 20 * time.Millisecond, MaxBackoff: time.Second, RecoverInterval: time.Second,
-		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release",
-	}, e.pool, gh, dispatcher.NewMetrics(prometheus.NewRegistry()), telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler))
+		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release", GitHub: gh,
+	})
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan struct{})
 	go func() { _ = d.Run(ctx); close(done) }()

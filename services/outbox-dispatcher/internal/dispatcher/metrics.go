@@ -4,47 +4,49 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
-	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
 
-// Metrics are the dispatcher's instruments: the seed's aggregate queue metrics, with labels only
-// from closed sets (state, effect_type, outcome, operation, status_class) — never installation,
-// repository, delivery or payload dimensions.
+// Metrics are the dispatcher's instruments: the outbox specification's aggregate queue metrics,
+// with labels only from closed sets (state, effect_type, outcome, operation, status_class) —
+// never installation, repository, delivery or payload dimensions.
 type Metrics struct {
-	effects       *prometheus.GaugeVec
-	oldestAge     prometheus.Gauge
-	lag           *prometheus.HistogramVec
-	claimDuration prometheus.Histogram
-	processed     *prometheus.CounterVec
-	deferrals     *prometheus.CounterVec
-	recovered     *prometheus.CounterVec
-	inFlight      prometheus.Gauge
-	requests      *prometheus.CounterVec
-	requestTime   *prometheus.HistogramVec
+	queue       *queuerun.Metrics
+	lag         *prometheus.HistogramVec
+	processed   *prometheus.CounterVec
+	deferrals   *prometheus.CounterVec
+	inFlight    prometheus.Gauge
+	requests    *prometheus.CounterVec
+	requestTime *prometheus.HistogramVec
 }
+
+// effectStates are the states of the effects gauge, in the order the statistics task counts them.
+var effectStates = []string{"available", "leased", "retrying", "dead_letter", "reconciliation_required"}
 
 // NewMetrics registers the dispatcher's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	queue, err := queuerun.NewMetrics(reg, queuerun.MetricsConfig{
+		States: queuerun.Desc{Name: "boardreadyops_outbox_effects",
+			Help: "Outbox effects by state (available, leased, retrying, dead_letter, reconciliation_required), refreshed periodically."},
+		StateValues: effectStates,
+		OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_outbox_oldest_available_effect_age_seconds",
+			Help: "Age of the oldest effect that is due and not claimed."},
+		ClaimDuration: queuerun.Desc{Name: "boardreadyops_outbox_claim_duration_seconds",
+			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
+		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
+			Help: "Expired outbox leases recovered, by the state they moved to."},
+	})
+	if err != nil {
+		panic(err) // the configuration above is fixed
+	}
 	f := promauto.With(reg)
 	return &Metrics{
-		effects: f.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "boardreadyops_outbox_effects",
-			Help: "Outbox effects by state (available, leased, retrying, dead_letter, reconciliation_required), refreshed periodically.",
-		}, []string{"state"}),
-		oldestAge: f.NewGauge(prometheus.GaugeOpts{
-			Name: "boardreadyops_outbox_oldest_available_effect_age_seconds",
-			Help: "Age of the oldest effect that is due and not claimed.",
-		}),
+		queue: queue,
 		lag: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "boardreadyops_outbox_lag_seconds",
 			Help:    "Outbox lag: time from an effect's creation to its completion.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600},
 		}, []string{"effect_type"}),
-		claimDuration: f.NewHistogram(prometheus.HistogramOpts{
-			Name:    "boardreadyops_outbox_claim_duration_seconds",
-			Help:    "Claim latency: duration of one outbox claim query (the seed's broker trigger watches > 250 ms).",
-			Buckets: []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5},
-		}),
 		processed: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "boardreadyops_outbox_effects_processed_total",
 			Help: "Effects processed, by effect type and outcome (completed, retried, deferred, dead_letter, reconciliation_required, lease_lost, store_failed).",
@@ -53,10 +55,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "boardreadyops_outbox_rate_limit_deferrals_total",
 			Help: "Effects deferred because their installation is rate limited.",
 		}, []string{"effect_type"}),
-		recovered: f.NewCounterVec(prometheus.CounterOpts{
-			Name: "boardreadyops_outbox_leases_recovered_total",
-			Help: "Expired outbox leases recovered, by the state they moved to.",
-		}, []string{"state"}),
 		inFlight: f.NewGauge(prometheus.GaugeOpts{
 			Name: "boardreadyops_outbox_deliveries_in_flight",
 			Help: "Deliveries being performed now by this process.",
@@ -77,13 +75,4 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) ObserveGitHub(operation, statusClass string, seconds float64) {
 	m.requests.WithLabelValues(operation, statusClass).Inc()
 	m.requestTime.WithLabelValues(operation).Observe(seconds)
-}
-
-func (m *Metrics) setStats(st outbox.Stats) {
-	m.effects.WithLabelValues("available").Set(float64(st.Available))
-	m.effects.WithLabelValues("leased").Set(float64(st.Leased))
-	m.effects.WithLabelValues("retrying").Set(float64(st.Retrying))
-	m.effects.WithLabelValues("dead_letter").Set(float64(st.DeadLetter))
-	m.effects.WithLabelValues("reconciliation_required").Set(float64(st.ReconciliationRequired))
-	m.oldestAge.Set(st.OldestAvailableAgeSeconds)
 }

@@ -1,0 +1,95 @@
+package queuerun_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/boardreadyops/cloud/pkg/queuerun"
+)
+
+var testMetricsConfig = queuerun.MetricsConfig{
+	States: queuerun.Desc{Name: "boardreadyops_test_items", Help: "Items by state."}, StateValues: []string{"available", "leased"},
+	OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_test_oldest_available_item_age_seconds", Help: "Age of the oldest due item."},
+	ClaimDuration:      queuerun.Desc{Name: "boardreadyops_test_claim_duration_seconds", Help: "Latency of one claim."},
+	Recovered:          queuerun.Desc{Name: "boardreadyops_test_leases_recovered_total", Help: "Expired item leases recovered."},
+}
+
+func testMetrics(tb testing.TB, reg prometheus.Registerer) *queuerun.Metrics {
+	tb.Helper()
+	m, err := queuerun.NewMetrics(reg, testMetricsConfig)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+// The instruments are registered on the given registry under the configured names; SetStats
+// sets every state of the closed set.
+func TestMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	m := testMetrics(t, reg)
+	if err := m.SetStats(12.5, 3); err != nil { // no count for leased: 0
+		t.Fatal(err)
+	}
+	m.ClaimDuration.Observe(0.002)
+	m.Recovered.WithLabelValues("available").Inc()
+	want := `
+# HELP boardreadyops_test_items Items by state.
+# TYPE boardreadyops_test_items gauge
+boardreadyops_test_items{state="available"} 3
+boardreadyops_test_items{state="leased"} 0
+# HELP boardreadyops_test_leases_recovered_total Expired item leases recovered.
+# TYPE boardreadyops_test_leases_recovered_total counter
+boardreadyops_test_leases_recovered_total{state="available"} 1
+# HELP boardreadyops_test_oldest_available_item_age_seconds Age of the oldest due item.
+# TYPE boardreadyops_test_oldest_available_item_age_seconds gauge
+boardreadyops_test_oldest_available_item_age_seconds 12.5
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "boardreadyops_test_items",
+		"boardreadyops_test_leases_recovered_total", "boardreadyops_test_oldest_available_item_age_seconds"); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(m.ClaimDuration, "boardreadyops_test_claim_duration_seconds"); n != 1 {
+		t.Fatalf("claim histogram: %d series, want 1", n)
+	}
+	if err := m.SetStats(0, 1, 2, 3); err == nil {
+		t.Fatal("SetStats accepted more counts than states")
+	}
+	// Nothing went to the global registry.
+	mfs, err := prometheus.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if strings.HasPrefix(mf.GetName(), "boardreadyops_") {
+			t.Fatalf("%s registered on the global registry", mf.GetName())
+		}
+	}
+}
+
+func TestNewMetricsValidates(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		change func(c *queuerun.MetricsConfig)
+	}{
+		{"no gauge name", func(c *queuerun.MetricsConfig) { c.States.Name = "" }},
+		{"no recovered name", func(c *queuerun.MetricsConfig) { c.Recovered.Name = "" }},
+		{"no state values", func(c *queuerun.MetricsConfig) { c.StateValues = nil }},
+		{"no claim help", func(c *queuerun.MetricsConfig) { c.ClaimDuration.Help = " " }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := testMetricsConfig
+			tt.change(&cfg)
+			if _, err := queuerun.NewMetrics(prometheus.NewRegistry(), cfg); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
