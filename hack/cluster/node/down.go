@@ -65,7 +65,7 @@ func Down(ctx context.Context, c Config) error {
 	}
 	if _, err := os.Stat(filepath.Join("/sys/class/net", c.Bridge)); err == nil {
 		if out, err := exec.Command("ip", "link", "del", c.Bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("ip link del %s: %v: %s", c.Bridge, err, out))
+			errs = append(errs, fmt.Errorf("ip link del %s: %w: %s", c.Bridge, err, out))
 		}
 	}
 	if hs.Interfaces != nil {

@@ -153,7 +153,7 @@ func restoreIptables(s *hostState) error {
 			// iptables-save quotes arguments with spaces; run through a shell to keep them.
 			del := cmd + " -w -t " + r[0] + " -D " + strings.TrimPrefix(r[1], "-A ")
 			if out, err := exec.Command("sh", "-c", del).CombinedOutput(); err != nil {
-				errs = append(errs, fmt.Errorf("%s: %v: %s", del, err, out))
+				errs = append(errs, fmt.Errorf("%s: %w: %s", del, err, out))
 			}
 		}
 		for t, chains := range added {
@@ -162,7 +162,7 @@ func restoreIptables(s *hostState) error {
 			}
 			for _, ch := range chains {
 				if out, err := exec.Command(cmd, "-w", "-t", t, "-X", ch).CombinedOutput(); err != nil {
-					errs = append(errs, fmt.Errorf("%s -t %s -X %s: %v: %s", cmd, t, ch, err, out))
+					errs = append(errs, fmt.Errorf("%s -t %s -X %s: %w: %s", cmd, t, ch, err, out))
 				}
 			}
 		}

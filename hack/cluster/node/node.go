@@ -122,7 +122,7 @@ func ensurePackages(logf func(string, ...any)) error {
 		cmd := exec.Command("apt-get", args...)
 		cmd.Env = append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("apt-get %s: %v: %s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("apt-get %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	return nil
@@ -135,11 +135,11 @@ func (c *Config) sharedDir() error {
 	}
 	if !slices.Contains(mounts, c.Dir) {
 		if out, err := exec.Command("mount", "--bind", c.Dir, c.Dir).CombinedOutput(); err != nil {
-			return fmt.Errorf("mount --bind %s: %v: %s", c.Dir, err, out)
+			return fmt.Errorf("mount --bind %s: %w: %s", c.Dir, err, out)
 		}
 	}
 	if out, err := exec.Command("mount", "--make-rshared", c.Dir).CombinedOutput(); err != nil {
-		return fmt.Errorf("mount --make-rshared %s: %v: %s", c.Dir, err, out)
+		return fmt.Errorf("mount --make-rshared %s: %w: %s", c.Dir, err, out)
 	}
 	return nil
 }
@@ -155,7 +155,7 @@ func (c *Config) bridgeUp() error {
 		{"link", "set", c.Bridge, "up"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+			return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, out)
 		}
 	}
 	return nil
@@ -323,7 +323,7 @@ func (c Config) Kubectl(ctx context.Context, args ...string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("kubectl %s: %v: %s%s", strings.Join(args, " "), err, out, stderr.String())
+		return string(out), fmt.Errorf("kubectl %s: %w: %s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }
@@ -340,7 +340,7 @@ func (c *Config) waitNodeReady(ctx context.Context, timeout time.Duration) error
 			return err
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("node %s not Ready after %s (last: %q %v); see %s", c.NodeName, timeout, out, err, c.path("logs", "kubelet.log"))
+			return fmt.Errorf("node %s not Ready after %s (last: %q %w); see %s", c.NodeName, timeout, out, err, c.path("logs", "kubelet.log"))
 		}
 		select {
 		case <-ctx.Done():
