@@ -90,14 +90,26 @@ GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/curren
 verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --short -- $(GENERATED); echo "generated files are stale: run make generate and commit"; exit 1; }
 
-IMAGE_REGISTRY ?= ghcr.io/boardreadyops
-IMAGE_TAG      ?= dev
+IMAGE_TAG  ?= dev
+IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
+PUSH       ?=
 .PHONY: images
-images: ## Build one container image per service (needs a Docker engine): $(IMAGE_REGISTRY)/<service>:$(IMAGE_TAG)
-	@set -e; for s in $(SERVICES); do \
-		echo "image $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
-		docker build -f services/$$s/Dockerfile -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) .; \
-	done
+images: ## Build every service's image without a container engine (hack/images) into .data/images; PUSH=registry/prefix pushes them, IMAGE_BASE=local uses a base made from this machine's files
+	go run ./hack/images -base '$(IMAGE_BASE)' -tag '$(IMAGE_TAG)' $(if $(PUSH),-push '$(PUSH)',-out .data/images)
+
+.PHONY: cluster-up
+cluster-up: ## Start a real single-node Kubernetes cluster (root; docs/kubernetes.md): kubeconfig in .data/cluster/kubeconfig
+	@mkdir -p bin && go build -o bin/cluster ./hack/cluster
+	bin/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster of make cluster-up and remove what it left (processes, mounts, bridge, iptables chains)
+	@mkdir -p bin && go build -o bin/cluster ./hack/cluster
+	bin/cluster down
+
+.PHONY: test-cluster
+test-cluster: ## End-to-end test on a real single-node cluster (root; not part of make test): images, helm install, scaling, upgrade, uninstall
+	go test -tags cluster -count=1 -v -timeout 50m ./hack/test/cluster
 
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart README's value table from values.yaml comments

@@ -209,7 +209,7 @@ spec:
           env:
             {{- include "boardreadyops.commonEnv" .root | nindent 12 }}
             - name: BOARDREADYOPS_SHUTDOWN_TIMEOUT
-              value: {{ printf "%ds" (sub (int .grace) 5) | quote }}
+              value: {{ printf "%ds" (sub (sub (int .grace) 5) (int (default 0 .preStopSleep))) | quote }}
             {{- include "boardreadyops.goMemLimitEnv" (dict "root" .root "resources" .values.resources) | nindent 12 }}
             {{- with .env }}
             {{- . | nindent 12 }}
@@ -217,6 +217,12 @@ spec:
             {{- with .values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
+          {{- with .preStopSleep }}
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ . }}
+          {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz
