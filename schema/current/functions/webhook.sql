@@ -5,10 +5,10 @@
 -- FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_inbox bigint;
     v_job bigint;
     v_first text;
@@ -58,10 +58,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_
 -- FUNCTION boardreadyops_webhook_accept_batch(text[], text[], text[], bigint[], bigint[], jsonb[], bytea[], text[], timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(delivery_id text, inbox_id bigint, job_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_n integer := cardinality(p_delivery_ids);
 BEGIN
     IF v_n IS NULL OR v_n > 10000 THEN
@@ -110,13 +110,13 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids t
 -- FUNCTION boardreadyops_webhook_record_ignored(text, bytea, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_first text;
 BEGIN
     INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
-    VALUES (p_payload_sha256, p_delivery_id, coalesce(p_now, now()))
+    VALUES (p_payload_sha256, p_delivery_id, public.boardreadyops_clock_now(p_now))
     ON CONFLICT (payload_sha256) DO NOTHING;
     IF FOUND THEN
         RETURN false;
@@ -134,7 +134,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id 
 -- FUNCTION boardreadyops_webhook_sweep_digests(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_deleted bigint;
@@ -147,7 +147,7 @@ BEGIN
     END IF;
     WITH doomed AS (
         SELECT g.payload_sha256 FROM public.webhook_body_digests g
-        WHERE g.received_at < coalesce(p_now, now()) - p_window
+        WHERE g.received_at < public.boardreadyops_clock_now(p_now) - p_window
           AND NOT EXISTS (SELECT FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)
         ORDER BY g.received_at
         LIMIT p_batch
@@ -166,6 +166,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interv
 -- FUNCTION boardreadyops_webhook_validate_row(text, text, text, bigint, bigint, jsonb, bytea, text)
 CREATE FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -211,6 +212,7 @@ END;
 $_$;
 
 -- ACL FUNCTION boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;
