@@ -120,7 +120,7 @@ func TestServicesCannotSetTheClock(t *testing.T) {
 	// Lifecycle and jobs: a job deferred an hour, a lifecycle login claiming a year ahead.
 	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
 	var jobID int64
-	if err := super.QueryRow(ctx, `SELECT job_id FROM boardreadyops_webhook_accept('d-1', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL, now() + interval '1 hour')`).
+	if err := super.QueryRow(ctx, `SELECT job_id FROM boardreadyops_webhook_accept('d-1', 'ping', NULL, NULL, NULL, '{}', sha256('clock-1'::bytea), NULL, now() + interval '1 hour')`).
 		Scan(&jobID); err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +143,10 @@ func TestServicesCannotSetTheClock(t *testing.T) {
 
 	// Ingest cannot date a delivery.
 	ingest := pgtest.NewLoginPool(t, dbURL, "boardreadyops_ingest")
-	if _, err := ingest.Exec(ctx, `SELECT * FROM boardreadyops_webhook_accept('d-2', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL, now() + interval '1 year')`); err != nil {
+	if _, err := ingest.Exec(ctx, `SELECT * FROM boardreadyops_webhook_accept('d-2', 'ping', NULL, NULL, NULL, '{}', sha256('clock-2'::bytea), NULL, now() + interval '1 year')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ingest.Exec(ctx, `SELECT * FROM boardreadyops_webhook_accept_batch('{d-3}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('x'::bytea)], '{NULL}', now() - interval '1 year')`); err != nil {
+	if _, err := ingest.Exec(ctx, `SELECT * FROM boardreadyops_webhook_accept_batch('{d-3}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('clock-3'::bytea)], '{NULL}', now() - interval '1 year')`); err != nil {
 		t.Fatal(err)
 	}
 	var dated bool

@@ -158,7 +158,7 @@ BEGIN
         SELECT DISTINCT ON (d.payload_sha256) d.payload_sha256, d.delivery_id, v_now
         FROM d ORDER BY d.payload_sha256, d.ord
         ON CONFLICT (payload_sha256) DO NOTHING
-        RETURNING webhook_body_digests.payload_sha256, webhook_body_digests.delivery_id
+        RETURNING public.webhook_body_digests.payload_sha256, public.webhook_body_digests.delivery_id
     ), i AS (
         INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                           payload_sha256, received_at, traceparent)
@@ -167,11 +167,11 @@ BEGIN
         FROM d JOIN g ON g.payload_sha256 = d.payload_sha256 AND g.delivery_id = d.delivery_id
         ORDER BY d.ord
         ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
-        RETURNING webhook_inbox.id, webhook_inbox.delivery_id, webhook_inbox.event, webhook_inbox.traceparent
+        RETURNING public.webhook_inbox.id, public.webhook_inbox.delivery_id, public.webhook_inbox.event, public.webhook_inbox.traceparent
     ), j AS (
         INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
         SELECT i.event, i.id, v_now, v_now, v_now, i.traceparent FROM i ORDER BY i.id
-        RETURNING control_plane_jobs.id, control_plane_jobs.inbox_id
+        RETURNING public.control_plane_jobs.id, public.control_plane_jobs.inbox_id
     )
     SELECT i.delivery_id, i.id, j.id FROM i JOIN j ON j.inbox_id = i.id;
 END;
