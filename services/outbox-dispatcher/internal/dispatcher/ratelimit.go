@@ -73,8 +73,8 @@ func (d *Dispatcher) rateLimited(ctx context.Context, e outbox.Effect, err error
 	var ge *githubapp.Error
 	errors.As(err, &ge)
 	until := ge.Limit.RetryAt
-	if max := time.Now().Add(maxBlock); until.After(max) {
-		until = max
+	if latest := time.Now().Add(maxBlock); until.After(latest) {
+		until = latest
 	}
 	end, berr := d.store.Block(ctx, d.pool, e.InstallationID, until, d.cfg.RateLimitBackoff, d.cfg.RateLimitMaxBackoff)
 	if berr != nil {
