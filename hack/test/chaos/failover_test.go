@@ -299,12 +299,12 @@ func TestFailoverAsynchronous(t *testing.T) {
 	if err := json.Unmarshal(out, &fence); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
+	e.dumpOnFailure()
 	e.svc["outbox-dispatcher"].Start(t)
 	e.svc["outbox-dispatcher"].WaitReady(t)
 	args := strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops "))
 	e.brops(append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)...)
 	e.closeHoldAfter(lost)
-	e.dumpOnFailure()
 	r := e.check("failover, asynchronous standby", runs)
 	if r.Duplicates != 0 || r.Lost != 0 {
 		t.Errorf("report %s", r)

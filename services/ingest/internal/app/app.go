@@ -135,7 +135,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 
 	tp := b.Traces
 
-	st := &store.Store{DB: b.Pool}
+	st := &store.Store{DB: b.Pool, Reset: b.Pool.Reset}
 	groupDone := make(chan struct{})
 	quitGroup := make(chan struct{})
 	if c.GroupCommit {

@@ -33,10 +33,42 @@ type Store struct {
 	// request's deadline passes first it is answered 503 and may still commit, which is safe:
 	// GitHub's retry carries the same delivery id and is deduplicated.
 	Group *groupcommit.Committer
+	// Reset, when set, drops the pool's connections (pgxpool.Pool.Reset) once a write lost its
+	// connection: when the server went away, every other connection to it is dead as well, and
+	// the write again must not draw another of them.
+	Reset func()
 }
 
+// connectionTries bounds how often one delivery is written when the connection it used was lost.
+const connectionTries = 3
+
 // Accept stores d. A known delivery id stores nothing and reports a duplicate.
+//
+// A write that failed because its connection was lost is written again on another connection
+// (while the request's deadline allows), not answered 503: after a failover the pool still holds
+// connections to the old primary, each of which fails on its first use, and GitHub never
+// redelivers a failed delivery by itself (nor does it retry a failed redelivery). Writing again is
+// safe even when the lost connection had committed: the delivery id is then known and the second
+// write reports a duplicate.
 func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
+	return s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.accept(ctx, d, traceparent) })
+}
+
+// retryLostConnection runs write again while it fails with a lost connection, at most
+// connectionTries times in all, resetting the pool before each new try.
+func (s *Store) retryLostConnection(ctx context.Context, write func() (webhook.Outcome, error)) (webhook.Outcome, error) {
+	for try := 1; ; try++ {
+		out, err := write()
+		if err == nil || try == connectionTries || ctx.Err() != nil || !database.ConnectionLost(err) {
+			return out, err
+		}
+		if s.Reset != nil {
+			s.Reset()
+		}
+	}
+}
+
+func (s *Store) accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
 	if s.Group == nil {
 		out, err := scanOutcome(s.DB.QueryRow(ctx, acceptSQL, acceptArgs(d, traceparent)...))
 		if err != nil {
@@ -62,8 +94,13 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 }
 
 // Ignore records the body of an ignored (not stored) delivery, so that it cannot be replayed
-// under another delivery id either. The outcome is Replayed or nothing.
+// under another delivery id either. The outcome is Replayed or nothing. A lost connection is
+// retried as in Accept (the same delivery id again is not a replay).
 func (s *Store) Ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome, error) {
+	return s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.ignore(ctx, d) })
+}
+
+func (s *Store) ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome, error) {
 	var out webhook.Outcome
 	if s.Group == nil {
 		if err := s.DB.QueryRow(ctx, ignoreSQL, d.ID, d.PayloadSHA256[:]).Scan(&out.Replayed); err != nil {
