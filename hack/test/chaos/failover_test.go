@@ -8,6 +8,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -119,6 +122,9 @@ func TestFailoverSynchronous(t *testing.T) {
 		e.crashes++
 		e.mu.Unlock()
 	})
+	// Deliveries answered 503 while there was no primary are not retried by GitHub; the chart's
+	// redelivery CronJob (brops webhooks redeliver) brings them back, as it does here.
+	e.redeliverEvery(3 * time.Second)
 	r := e.check("failover, synchronous standby", runs)
 	first := e.firstAckAfter(killed.Add(promoted))
 	t.Logf("failover: kill → standby promoted %v; kill → first delivery committed on the new primary %v",
@@ -310,4 +316,36 @@ func TestFailoverAsynchronous(t *testing.T) {
 		t.Errorf("report %s", r)
 	}
 	e.requireRunning()
+}
+
+// redeliverEvery runs `brops webhooks redeliver` every interval until the test ends, as the
+// chart's CronJob does: GitHub never retries a failed delivery by itself, so a delivery answered
+// 503 during a failover comes back only this way.
+func (e *env) redeliverEvery(interval time.Duration) {
+	e.t.Helper()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	bin := filepath.Join(binaries(e.t), "brops")
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			cmd := exec.Command(bin, "webhooks", "redeliver", "--since", "1h", "--github-api-url", e.gh.URL+"/",
+				"--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+			cmd.Env = append(os.Environ(), "DATABASE_URL="+e.dbURL, "BOARDREADYOPS_OPERATOR=chaos-suite")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				e.t.Logf("brops webhooks redeliver: %v\n%s", err, out)
+			}
+		}
+	}()
+	e.t.Cleanup(func() {
+		close(stop)
+		<-done
+	})
 }
