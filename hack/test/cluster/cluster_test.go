@@ -146,10 +146,13 @@ func TestCluster(t *testing.T) {
 			"database": map[string]any{"existingSecret": "boardreadyops-database"},
 			"github": map[string]any{"appID": appID, "apiURL": fmt.Sprintf("http://%s/", simLn.Addr()),
 				"privateKey": map[string]any{"existingSecret": "boardreadyops-github-app"}},
-			"webhook":          map[string]any{"existingSecret": "boardreadyops-webhook"},
-			"ingest":           map[string]any{"replicas": 2},
-			"lifecycle":        map[string]any{"replicas": 1, "leaseSeconds": 20},
-			"outboxDispatcher": map[string]any{"replicas": 1, "leaseSeconds": 20, "githubRequestTimeout": "5s"},
+			"webhook":   map[string]any{"existingSecret": "boardreadyops-webhook"},
+			"ingest":    map[string]any{"replicas": 2},
+			"lifecycle": map[string]any{"replicas": 1, "leaseSeconds": 20},
+			// The load spreads over a few installations: at GitHub's one-second pace per
+			// installation (the chart's default) it could not cross the throughput trigger, so
+			// the pace is shortened as the chaos suite's is (the simulator does not enforce it).
+			"outboxDispatcher": map[string]any{"replicas": 1, "leaseSeconds": 20, "githubRequestTimeout": "5s", "mutationInterval": "20ms"},
 			// A throughput threshold this load crosses, so that a trigger fires from real scrapes.
 			"operator": map[string]any{"monitor": map[string]any{"scrapeInterval": "5s",
 				"triggers": map[string]any{"throughput": map[string]any{"effectsPerSecond": 5, "window": "15s"}}}},
