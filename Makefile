@@ -7,6 +7,12 @@ SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
 TOOLS        := $(CURDIR)/bin/tools
 GOLANGCI_LINT_VERSION := v2.15.0
+GOVULNCHECK_VERSION := v1.9.0
+# The Go vulnerability database, from the golang.org/x/vulndb module on the module proxy (its
+# data/osv entries, indexed by its cmd/indexdb): `latest` is the newest the proxy has. Set
+# VULNCHECK_DB=https://vuln.go.dev to ask the database's own server instead.
+VULNDB_VERSION ?= latest
+VULNCHECK_DB ?= file://$(TOOLS)/vulndb
 CONTROLLER_GEN_VERSION := v0.23.0
 CHART        := charts/boardreadyops
 # Local development database (hack/pgdev); override DATABASE_URL to use your own.
@@ -37,14 +43,35 @@ test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Deb
 	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) in every module; no tracked file over 1 MiB
+lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) and govulncheck in every module; no tracked file over 1 MiB
 	@hack/check-file-sizes.sh
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS)/golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
+	@$(MAKE) -s vulncheck
+
+.PHONY: vulncheck
+vulncheck: $(TOOLS)/govulncheck ## govulncheck (reachable vulnerabilities) over every module; docs/security.md says how a finding is handled
+	@if [ "$(VULNCHECK_DB)" = "file://$(TOOLS)/vulndb" ]; then $(MAKE) -s vulndb; fi
+	@go build -o $(TOOLS)/vulncheck ./hack/vulncheck
+	@set -eo pipefail; for m in $(MODULES); do echo "govulncheck $$m"; \
+		(cd $$m && $(TOOLS)/govulncheck -db '$(VULNCHECK_DB)' -format json ./... | $(TOOLS)/vulncheck -accepted $(CURDIR)/hack/vulncheck/accepted.txt); done
+
+.PHONY: vulndb
+vulndb: ## Build the local Go vulnerability database bin/tools/vulndb from golang.org/x/vulndb@$(VULNDB_VERSION) (module proxy)
+	@dir=$$(GOWORK=off go mod download -json golang.org/x/vulndb@$(VULNDB_VERSION) | sed -n 's/^\t"Dir": "\(.*\)",$$/\1/p'); \
+		version=$$(basename "$$dir" | sed 's/.*@//'); \
+		if [ "$$(cat $(TOOLS)/vulndb.version 2>/dev/null)" != "$$version" ]; then \
+			echo "vulndb $$version"; rm -rf $(TOOLS)/vulndb; \
+			GOWORK=off go run golang.org/x/vulndb/cmd/indexdb@$$version -vulns "$$dir/data/osv" -out $(TOOLS)/vulndb && \
+			echo "$$version" >$(TOOLS)/vulndb.version; \
+		fi
 
 $(TOOLS)/golangci-lint:
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
+$(TOOLS)/govulncheck:
+	GOBIN=$(TOOLS) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
 $(TOOLS)/controller-gen:
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
@@ -65,14 +92,26 @@ GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/curren
 verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --short -- $(GENERATED); echo "generated files are stale: run make generate and commit"; exit 1; }
 
-IMAGE_REGISTRY ?= ghcr.io/boardreadyops
-IMAGE_TAG      ?= dev
+IMAGE_TAG  ?= dev
+IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
+PUSH       ?=
 .PHONY: images
-images: ## Build one container image per service (needs a Docker engine): $(IMAGE_REGISTRY)/<service>:$(IMAGE_TAG)
-	@set -e; for s in $(SERVICES); do \
-		echo "image $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG)"; \
-		docker build -f services/$$s/Dockerfile -t $(IMAGE_REGISTRY)/$$s:$(IMAGE_TAG) .; \
-	done
+images: ## Build every service's image without a container engine (hack/images) into .data/images; PUSH=registry/prefix pushes them, IMAGE_BASE=local uses a base made from this machine's files
+	go run ./hack/images -base '$(IMAGE_BASE)' -tag '$(IMAGE_TAG)' $(if $(PUSH),-push '$(PUSH)',-out .data/images)
+
+.PHONY: cluster-up
+cluster-up: ## Start a real single-node Kubernetes cluster (root; docs/kubernetes.md): kubeconfig in .data/cluster/kubeconfig
+	@mkdir -p bin && go build -o bin/cluster ./hack/cluster
+	bin/cluster up
+
+.PHONY: cluster-down
+cluster-down: ## Stop the cluster of make cluster-up and remove what it left (processes, mounts, bridge, iptables chains)
+	@mkdir -p bin && go build -o bin/cluster ./hack/cluster
+	bin/cluster down
+
+.PHONY: test-cluster
+test-cluster: ## End-to-end test on a real single-node cluster (root; not part of make test): images, helm install, scaling, upgrade, uninstall
+	go test -tags cluster -count=1 -v -timeout 50m ./hack/test/cluster
 
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart README's value table from values.yaml comments

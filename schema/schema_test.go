@@ -2,10 +2,16 @@ package schema_test
 
 import (
 	"io/fs"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/boardreadyops/cloud/schema"
+)
+
+var (
+	functionDefinition = regexp.MustCompile(`CREATE (OR REPLACE )?FUNCTION`)
+	pinnedSearchPath   = regexp.MustCompile(`SET search_path (= pg_catalog, (public, )?pg_temp|TO 'pg_catalog', ('public', )?'pg_temp')`)
 )
 
 func TestVersionsAreDenseAndGooseFormatted(t *testing.T) {
@@ -32,15 +38,16 @@ func TestVersionsAreDenseAndGooseFormatted(t *testing.T) {
 		if strings.Count(s, "-- +goose StatementBegin") != strings.Count(s, "-- +goose StatementEnd") {
 			t.Errorf("%s has unbalanced StatementBegin/End", f)
 		}
-		// Every SECURITY DEFINER function pins its search_path.
-		for _, chunk := range strings.Split(s, "CREATE FUNCTION")[1:] {
-			end := strings.Index(chunk, "AS $$")
+		// Every SECURITY DEFINER function pins its search_path: with public on it until migration
+		// 00015, with pg_catalog and pg_temp only from 00016 on (TestPinnedSearchPaths in
+		// pkg/migrate checks the live schema's functions themselves).
+		for _, chunk := range functionDefinition.Split(s, -1)[1:] {
+			end := strings.Index(chunk, "AS $")
 			if end < 0 {
-				t.Errorf("%s: function without an AS $$ body: %.60s", f, chunk)
-				continue
+				continue // built by dynamic SQL (00014's wrappers); TestPinnedSearchPaths covers them
 			}
 			header := chunk[:end]
-			if strings.Contains(header, "SECURITY DEFINER") && !strings.Contains(header, "SET search_path = pg_catalog, public, pg_temp") {
+			if strings.Contains(header, "SECURITY DEFINER") && !pinnedSearchPath.MatchString(header) {
 				t.Errorf("%s: SECURITY DEFINER function without pinned search_path: %.60s", f, chunk)
 			}
 		}

@@ -81,7 +81,7 @@ func TestRenderedObjects(t *testing.T) {
 			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1}},
 		{"production-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
 			"Job": 1, "CronJob": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1, "Ingress": 1,
-			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 4, "ServiceMonitor": 1, "PrometheusRule": 1}},
+			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 6, "ServiceMonitor": 1, "PrometheusRule": 1}},
 		{"no-operator-values.yaml", map[string]int{"Deployment": 3, "Service": 4, "ServiceAccount": 3, "PodDisruptionBudget": 3,
 			"NetworkPolicy": 3}},
 	}
@@ -296,7 +296,8 @@ func TestOperatorEgressToPrometheus(t *testing.T) {
 	if !hasPromEgress(prod) {
 		t.Error("production values (monitor reads Prometheus): no operator egress to Prometheus")
 	}
-	noProm := merge(readValues(t, filepath.Join(chartDir, "ci", "minimal-values.yaml")), map[string]any{"networkPolicy": map[string]any{"enabled": true}})
+	noProm := merge(readValues(t, filepath.Join(chartDir, "ci", "minimal-values.yaml")), map[string]any{"networkPolicy": map[string]any{
+		"enabled": true, "kubeAPIServerTo": []any{map[string]any{"ipBlock": map[string]any{"cidr": "172.18.0.2/32"}}}}})
 	if hasPromEgress(noProm) {
 		t.Error("operator egress to Prometheus without a Prometheus source")
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
 )
 
@@ -65,6 +66,12 @@ func readValues(t testing.TB, file string) map[string]any {
 // manifests by template name.
 func render(t testing.TB, vals map[string]any, namespace string, extraAPIs ...string) (map[string]string, error) {
 	t.Helper()
+	return renderWith(t, nil, vals, namespace, extraAPIs...)
+}
+
+// renderWith renders like render; with a cluster, the templates' lookup calls read from it.
+func renderWith(t testing.TB, cluster *rest.Config, vals map[string]any, namespace string, extraAPIs ...string) (map[string]string, error) {
+	t.Helper()
 	c := loadChart(t)
 	caps := common.DefaultCapabilities.Copy()
 	caps.APIVersions = append(append(common.VersionSet{}, caps.APIVersions...), extraAPIs...)
@@ -77,6 +84,9 @@ func render(t testing.TB, vals map[string]any, namespace string, extraAPIs ...st
 	rv, err := util.ToRenderValuesWithSchemaValidation(c, vals, opts, caps, false)
 	if err != nil {
 		return nil, err
+	}
+	if cluster != nil {
+		return engine.RenderWithClient(c, rv, cluster)
 	}
 	return engine.Render(c, rv)
 }
@@ -106,6 +116,12 @@ func renderObjects(t testing.TB, valuesFile, namespace string) []object {
 	if err != nil {
 		t.Fatalf("render %s: %v", valuesFile, err)
 	}
+	return objectsOf(t, out)
+}
+
+// objectsOf decodes rendered manifests (by template name) as renderObjects does.
+func objectsOf(t testing.TB, out map[string]string) []object {
+	t.Helper()
 	names := make([]string, 0, len(out))
 	for name := range out {
 		names = append(names, name)

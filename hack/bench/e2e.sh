@@ -4,15 +4,28 @@
 # lifecycle and outbox-dispatcher as separate processes, and `loadgen e2e` pushing release tags
 # (each run: 4 webhooks, 4 jobs, 3 effects) until every run is finished; then pgbench.
 #
-#   hack/bench/e2e.sh [--runs 50000] [--rate 0]
-runs=50000 rate=0
+#   hack/bench/e2e.sh [--runs 50000] [--rate 0] [--installations 10] [--repositories 100] [--pacing off|on]
+#
+# --pacing off (the default) turns the dispatcher's per-installation pacing off
+# (BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=0): at GitHub's pace of one request per installation
+# per second, 10 installations would bound this benchmark at ~10 effects/s. hack/bench/pacing.sh
+# compares both over one installation per run.
+runs=50000 rate=0 installations=10 repositories=100 pacing=off
 while (($#)); do
 	case "$1" in
 	--runs) runs=$2; shift 2 ;;
 	--rate) rate=$2; shift 2 ;;
+	--installations) installations=$2; shift 2 ;;
+	--repositories) repositories=$2; shift 2 ;;
+	--pacing) pacing=$2; shift 2 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 done
+case "$pacing" in
+on) per_installation=1 ;;
+off) per_installation=0 ;;
+*) echo "--pacing on|off" >&2; exit 2 ;;
+esac
 source "$(dirname "$0")/lib.sh"
 
 bin/devkeys --dir "$work/dev"
@@ -26,13 +39,14 @@ pids+=($!); ingest_pid=$!
 METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 bin/lifecycle >"$work/lifecycle.log" 2>&1 &
 pids+=($!); lifecycle_pid=$!
 METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=16 BOARDREADYOPS_DISPATCHER_CONCURRENCY=64 BOARDREADYOPS_DISPATCHER_BATCH_SIZE=64 \
-	bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
+	BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
 pids+=($!); dispatcher_pid=$!
 for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
-	--runs "$runs" --rate "$rate" --dispatcher-metrics http://127.0.0.1:19293/metrics \
-	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" --pgbench-database-url "$pgbench_db"
+	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics \
+	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
+	--pgbench-database-url "$pgbench_db" ${LOADGEN_JSON:+--json}
 pg_wal_stats
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
 pg_top_statements true

@@ -16,11 +16,11 @@ done
 source "$(dirname "$0")/lib.sh"
 
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$work/secret"
-DATABASE_URL=$db LISTEN_ADDR=127.0.0.1:18080 METRICS_ADDR=127.0.0.1:19190 BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/secret \
+DATABASE_URL=$db LISTEN_ADDR=127.0.0.1:${BENCH_INGEST_PORT:-18080} METRICS_ADDR=127.0.0.1:${BENCH_METRICS_PORT:-19190} BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/secret \
 	BOARDREADYOPS_DB_MAX_CONNS=${DB_MAX_CONNS:-16} LOG_LEVEL=warn bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!)
-wait_ready http://127.0.0.1:19190/readyz
+wait_ready http://127.0.0.1:${BENCH_METRICS_PORT:-19190}/readyz
 
-bin/loadgen ingest --url http://127.0.0.1:18080/webhook --secret-file "$work/secret" \
+bin/loadgen ingest --url http://127.0.0.1:${BENCH_INGEST_PORT:-18080}/webhook --secret-file "$work/secret" \
 	--concurrency "$concurrency" --duration "$duration" --runs "$runs" --pgbench-database-url "$pgbench_db" --pgbench-duration 30s
 echo "rows: $(psql "$db" -Atc 'SELECT count(*) FROM control_plane_jobs') jobs"

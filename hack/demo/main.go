@@ -22,14 +22,18 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 const (
 	installationID = 70001
-	repositoryID   = 80001
 	repository     = "demo-org/rocket"
 	sha            = "3f786850e387550fdab836ed7e6dc881de23001b"
 )
+
+// repositoryID is the id the simulator gives the repository it creates on first use, so that its
+// workflow_run webhooks name the repository the demo's pushes did.
+var repositoryID = githubsim.RepositoryID(repository)
 
 func main() {
 	ingestURL := flag.String("ingest-url", "http://127.0.0.1:18080/webhook", "ingest webhook URL")

@@ -40,6 +40,10 @@ func run() error {
 	runDelay := flag.Duration("run-delay", time.Second, "delay between a run's requested, in_progress and completed")
 	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
+	var limits githubsim.Limits
+	flag.IntVar(&limits.Budget, "budget", 0, "primary budget of each installation per hour, reported in x-ratelimit headers (0: unlimited)")
+	flag.IntVar(&limits.MaxConcurrent, "max-concurrent", 0, "secondary limit: requests in flight per installation (0: none)")
+	flag.DurationVar(&limits.MutationInterval, "mutation-interval", 0, "secondary limit: least time between an installation's mutating requests (0: none)")
 	flag.Parse()
 
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
@@ -80,6 +84,7 @@ func run() error {
 	}
 	sim := githubsim.New(opts)
 	defer sim.Close()
+	sim.SetLimits(limits)
 
 	l, err := net.Listen("tcp", *listen)
 	if err != nil {

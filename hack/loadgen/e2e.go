@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
+	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 )
 
 // e2eResult is one end-to-end load run.
@@ -51,6 +52,7 @@ func runE2E(args []string) error {
 	dbURL := fs.String("database-url", "", "the product database (read-only use: progress and latencies)")
 	runs := fs.Int("runs", 10000, "release runs (tag pushes) to drive")
 	repos := fs.Int("repositories", 100, "repositories the tags are spread over")
+	installations := fs.Int("installations", 10, "installations the repositories are spread over")
 	rate := fs.Float64("rate", 0, "pushes per second (0: as fast as the senders go)")
 	concurrency := fs.Int("concurrency", 16, "concurrent senders")
 	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URL (claim latency)")
@@ -61,8 +63,8 @@ func runE2E(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *runs < 1 || *runs > 1_000_000 || *repos < 1 || *concurrency < 1 || *concurrency > 512 {
-		return fmt.Errorf("runs 1..1e6, repositories >= 1, concurrency 1..512")
+	if *runs < 1 || *runs > 1_000_000 || *repos < 1 || *installations < 1 || *installations > *repos || *concurrency < 1 || *concurrency > 512 {
+		return fmt.Errorf("runs 1..1e6, repositories >= 1, installations 1..repositories, concurrency 1..512")
 	}
 	raw, err := os.ReadFile(*secretFile)
 	if err != nil {
@@ -85,7 +87,7 @@ func runE2E(args []string) error {
 	postmaster := parentPID(strconv.Itoa(backend))
 	cpuAtStart := cpuSeconds(*pids, postmaster)
 	start := time.Now()
-	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *rate, *concurrency)
+	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)
 	// Wait until every release run is finished and every effect delivered.
 	var res e2eResult
 	// While the dispatcher's metrics can tell, wait on its count of completed check-run
@@ -182,8 +184,9 @@ func runE2E(args []string) error {
 	return nil
 }
 
-// sendPushes sends n signed release-tag pushes over repos repositories and returns the failures.
-func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, rate float64, concurrency int) int64 {
+// sendPushes sends n signed release-tag pushes over repos repositories of installations
+// installations and returns the failures.
+func sendPushes(ctx context.Context, url string, secret []byte, n, repos, installations int, rate float64, concurrency int) int64 {
 	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: concurrency}}
 	jobs := make(chan int, concurrency)
 	var failures atomic.Int64
@@ -198,9 +201,10 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos int, ra
 				body, _ := json.Marshal(map[string]any{
 					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
 					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
-					"installation": map[string]any{"id": 60000 + r%10},
-					"repository": map[string]any{"id": 700000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("load-org-%d/repo-%d", r%10, r),
-						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%10), "type": "Organization"}},
+					"installation": map[string]any{"id": 60000 + r%installations},
+					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
+						"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
+						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
 				})
 				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")

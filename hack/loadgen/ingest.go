@@ -120,7 +120,12 @@ func medianIngest(rs []ingestResult) ingestResult {
 	}
 }
 
-// pushBody is a release-tag push shaped like GitHub's (about 3 KB).
+// deliveryMark is replaced by each delivery's id in pushBody: ingest accepts a body once (a
+// signed body resent under another delivery id is a replay), so every delivery is its own body.
+const deliveryMark = "DELIVERY-ID-MARK"
+
+// pushBody is a release-tag push shaped like GitHub's (about 3 KB), with deliveryMark in its
+// commit message.
 func pushBody() []byte {
 	b, _ := json.Marshal(map[string]any{
 		"ref": "refs/tags/v1.2.3", "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
@@ -132,15 +137,14 @@ func pushBody() []byte {
 			"owner": map[string]any{"login": "octo-org", "id": 6811672, "type": "Organization"}},
 		"pusher":      map[string]any{"name": "octocat", "email": "mona@example.invalid"},
 		"sender":      map[string]any{"login": "octocat", "id": 583231, "type": "User"},
-		"head_commit": map[string]any{"id": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "message": strings.Repeat("Release notes line. ", 60)},
+		"head_commit": map[string]any{"id": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "message": deliveryMark + " " + strings.Repeat("Release notes line. ", 60)},
 		"commits":     []any{},
 	})
 	return b
 }
 
 func loadIngest(ctx context.Context, url string, secret []byte, concurrency int, duration time.Duration) (ingestResult, error) {
-	body := pushBody()
-	signature := hubsig.Sign(secret, body)
+	template := pushBody()
 	client := &http.Client{
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: concurrency, MaxIdleConnsPerHost: concurrency, IdleConnTimeout: time.Minute},
@@ -159,6 +163,8 @@ func loadIngest(ctx context.Context, url string, secret []byte, concurrency int,
 			lat := make([]time.Duration, 0, 1<<14)
 			for ctx.Err() == nil {
 				id := fmt.Sprintf("%s-%012d", run, seq.Add(1))
+				body := bytes.Replace(template, []byte(deliveryMark), []byte(id), 1)
+				signature := hubsig.Sign(secret, body)
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
 				req.Header.Set("X-GitHub-Event", "push")

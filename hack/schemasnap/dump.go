@@ -58,7 +58,7 @@ type object struct {
 
 // functionEntities are the entities of the function naming pattern boardreadyops_<entity>_<verb>
 // (migration 00014); each gets one file.
-var functionEntities = []string{"execution_attempt", "release_run", "retention", "row_rule", "webhook", "outbox", "schema", "job"}
+var functionEntities = []string{"execution_attempt", "release_run", "retention", "row_rule", "webhook", "outbox", "schema", "job", "audit", "clock"}
 
 // aliasComment marks the old names that 00014 keeps as wrappers of the new ones.
 var aliasComment = regexp.MustCompile(`IS '(Deprecated|Permanent) name of `)

@@ -80,13 +80,21 @@ func SchemaVersion(ctx context.Context, db DBTX) (int64, error) {
 	return v, nil
 }
 
-// CheckReady reports whether the database is reachable and migrated to at least the version this
-// binary was built with. A newer schema is ready: migrations are additive, and during a rolling
-// upgrade the old pods must keep serving after the pre-upgrade hook migrated.
+// ErrReadOnly means the session cannot write: the server is a standby, or the primary is being
+// switched over with default_transaction_read_only. Every service writes, so it is not ready.
+var ErrReadOnly = errors.New("database is read-only (a standby, or a primary in switchover with default_transaction_read_only)")
+
+// CheckReady reports whether the database is reachable, accepts writes, and is migrated to at
+// least the version this binary was built with. A newer schema is ready: migrations are additive,
+// and during a rolling upgrade the old pods must keep serving after the pre-upgrade hook migrated.
 func CheckReady(ctx context.Context, db DBTX) error {
-	v, err := SchemaVersion(ctx, db)
-	if err != nil {
-		return err
+	var v int64
+	var readOnly string
+	if err := db.QueryRow(ctx, "SELECT boardreadyops_schema_version(), current_setting('transaction_read_only')").Scan(&v, &readOnly); err != nil {
+		return fmt.Errorf("read schema version: %w", err)
+	}
+	if readOnly == "on" {
+		return ErrReadOnly
 	}
 	if want := schema.ExpectedVersion(); v < want {
 		return fmt.Errorf("%w: at version %d, need %d (run brops migrate up)", ErrSchemaBehind, v, want)

@@ -21,10 +21,10 @@ type (
 		Type  string `json:"type"`
 	}
 	rawInstallation struct {
-		ID                  int64      `json:"id"`
-		Account             rawAccount `json:"account"`
-		AppID               int64      `json:"app_id"`
-		RepositorySelection string     `json:"repository_selection"`
+		ID                  int64       `json:"id"`
+		Account             *rawAccount `json:"account"`
+		AppID               int64       `json:"app_id"`
+		RepositorySelection string      `json:"repository_selection"`
 	}
 	rawRepository struct {
 		ID            int64      `json:"id"`
@@ -78,26 +78,27 @@ type (
 		HTMLURL      string `json:"html_url"`
 	}
 	rawPayload struct {
-		Action              string             `json:"action"`
-		Installation        *rawInstallation   `json:"installation"`
-		Repository          *rawRepository     `json:"repository"`
-		Repositories        []rawRepositoryRef `json:"repositories"`
-		RepositoriesAdded   []rawRepositoryRef `json:"repositories_added"`
-		RepositoriesRemoved []rawRepositoryRef `json:"repositories_removed"`
-		RepositorySelection string             `json:"repository_selection"`
-		Changes             *rawChanges        `json:"changes"`
+		Action              *string             `json:"action"`
+		Installation        *rawInstallation    `json:"installation"`
+		Repository          *rawRepository      `json:"repository"`
+		Repositories        []rawRepositoryRef  `json:"repositories"`
+		RepositoriesAdded   *[]rawRepositoryRef `json:"repositories_added"`
+		RepositoriesRemoved *[]rawRepositoryRef `json:"repositories_removed"`
+		RepositorySelection string              `json:"repository_selection"`
+		Changes             *rawChanges         `json:"changes"`
 		// push
-		Ref     string `json:"ref"`
-		Before  string `json:"before"`
-		After   string `json:"after"`
-		Created bool   `json:"created"`
-		Deleted bool   `json:"deleted"`
-		Forced  bool   `json:"forced"`
+		Ref     string  `json:"ref"`
+		Before  *string `json:"before"`
+		After   string  `json:"after"`
+		Created bool    `json:"created"`
+		Deleted bool    `json:"deleted"`
+		Forced  bool    `json:"forced"`
 
 		CheckRun    *rawCheckRun    `json:"check_run"`
 		WorkflowRun *rawWorkflowRun `json:"workflow_run"`
 		// ping
-		HookID int64 `json:"hook_id"`
+		Zen    *string `json:"zen"`
+		HookID int64   `json:"hook_id"`
 		Hook   *struct {
 			AppID int64 `json:"app_id"`
 		} `json:"hook"`
@@ -107,7 +108,22 @@ type (
 var (
 	shaPattern    = regexp.MustCompile(`^([0-9a-f]{40}|[0-9a-f]{64})$`)
 	actionPattern = regexp.MustCompile(`^[a-z_]{1,64}$`)
+	// fullNamePattern is GitHub's owner/name character set: an owner login of letters, digits,
+	// hyphens (and the underscore of Enterprise Managed Users), at most 39 characters, not starting
+	// with a hyphen; a repository name of letters, digits, '.', '-' and '_', at most 100. Nothing
+	// else reaches a URL path (/repos/{owner}/{repo}/...): no '/', '%', '?', '#', '..' or space.
+	fullNamePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,38}/[A-Za-z0-9._-]{1,100}$`)
 )
+
+// ValidFullName reports whether s is a repository full name in GitHub's owner/name character set
+// (and not "." or ".." as the name).
+func ValidFullName(s string) bool {
+	if !fullNamePattern.MatchString(s) {
+		return false
+	}
+	_, name, _ := strings.Cut(s, "/")
+	return name != "." && name != ".."
+}
 
 // Field length bounds (bytes).
 const (
@@ -132,10 +148,17 @@ func Normalize(event string, payload []byte) (Document, error) {
 	if err := json.Unmarshal(payload, &raw); err != nil {
 		return Document{}, fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
-	if raw.Action != "" && !actionPattern.MatchString(raw.Action) {
-		return Document{}, fmt.Errorf("%w: action %q", ErrMalformed, cut(raw.Action, 64))
+	action := ""
+	if raw.Action != nil {
+		action = *raw.Action
+		if !actionPattern.MatchString(action) {
+			return Document{}, fmt.Errorf("%w: action %q", ErrMalformed, cut(action, 64))
+		}
 	}
-	doc := Document{Event: event, Action: raw.Action}
+	if err := requireShape(event, &raw); err != nil {
+		return Document{}, err
+	}
+	doc := Document{Event: event, Action: action}
 	if raw.Installation != nil {
 		doc.InstallationID = raw.Installation.ID
 	}
@@ -143,8 +166,11 @@ func Normalize(event string, payload []byte) (Document, error) {
 		return Document{}, fmt.Errorf("%w: %s delivery without installation id (not sent to a GitHub App?)", ErrMalformed, event)
 	}
 	if raw.Repository != nil {
+		if !ValidFullName(raw.Repository.FullName) {
+			return Document{}, fmt.Errorf("%w: repository.full_name %q is not a GitHub owner/name", ErrMalformed, cut(raw.Repository.FullName, 64))
+		}
 		doc.Repository = &Repository{
-			ID: raw.Repository.ID, FullName: cut(raw.Repository.FullName, maxName), Name: cut(raw.Repository.Name, maxName),
+			ID: raw.Repository.ID, FullName: raw.Repository.FullName, Name: cut(raw.Repository.Name, maxName),
 			DefaultBranch: cut(raw.Repository.DefaultBranch, maxName), Archived: raw.Repository.Archived,
 			OwnerLogin: cut(raw.Repository.Owner.Login, maxName), OwnerType: cut(raw.Repository.Owner.Type, maxStatus),
 		}
@@ -182,12 +208,12 @@ func installationOf(raw *rawPayload) *Installation {
 
 func normalizeInstallation(doc *Document, raw *rawPayload) error {
 	doc.Installation = installationOf(raw)
-	if doc.Action == "created" && doc.Installation.AccountLogin == "" {
-		return fmt.Errorf("%w: installation created without account login", ErrMalformed)
-	}
 	doc.RepositorySelection = cut(raw.Installation.RepositorySelection, maxStatus)
 	var truncated bool
-	doc.Repositories, truncated = refs(raw.Repositories)
+	var err error
+	if doc.Repositories, truncated, err = refs(raw.Repositories); err != nil {
+		return err
+	}
 	doc.RepositoriesTruncated = truncated
 	return nil
 }
@@ -196,8 +222,13 @@ func normalizeInstallationRepositories(doc *Document, raw *rawPayload) error {
 	doc.Installation = installationOf(raw)
 	doc.RepositorySelection = cut(raw.RepositorySelection, maxStatus)
 	var t1, t2 bool
-	doc.RepositoriesAdded, t1 = refs(raw.RepositoriesAdded)
-	doc.RepositoriesRemoved, t2 = refs(raw.RepositoriesRemoved)
+	var err error
+	if doc.RepositoriesAdded, t1, err = refs(*raw.RepositoriesAdded); err != nil {
+		return err
+	}
+	if doc.RepositoriesRemoved, t2, err = refs(*raw.RepositoriesRemoved); err != nil {
+		return err
+	}
 	doc.RepositoriesTruncated = t1 || t2
 	return nil
 }
@@ -238,7 +269,7 @@ func normalizePush(doc *Document, raw *rawPayload) error {
 	if !shaPattern.MatchString(raw.After) {
 		return fmt.Errorf("%w: push with invalid after SHA", ErrMalformed)
 	}
-	doc.Push = &Push{Ref: raw.Ref, Before: cut(raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
+	doc.Push = &Push{Ref: raw.Ref, Before: cut(*raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
 	return nil
 }
 
@@ -281,22 +312,27 @@ func requireRepository(doc *Document) error {
 	return nil
 }
 
-func refs(in []rawRepositoryRef) ([]RepositoryRef, bool) {
+// refs bounds a repository list; an entry whose full name is not a GitHub owner/name refuses the
+// whole delivery (the names become URL paths).
+func refs(in []rawRepositoryRef) ([]RepositoryRef, bool, error) {
 	truncated := len(in) > MaxRepositories
 	if truncated {
 		in = in[:MaxRepositories]
 	}
 	if len(in) == 0 {
-		return nil, false
+		return nil, false, nil
 	}
 	out := make([]RepositoryRef, 0, len(in))
 	for _, r := range in {
 		if r.ID <= 0 {
 			continue
 		}
-		out = append(out, RepositoryRef{ID: r.ID, FullName: cut(r.FullName, maxName)})
+		if !ValidFullName(r.FullName) {
+			return nil, false, fmt.Errorf("%w: repository full_name %q is not a GitHub owner/name", ErrMalformed, cut(r.FullName, 64))
+		}
+		out = append(out, RepositoryRef(r))
 	}
-	return out, truncated
+	return out, truncated, nil
 }
 
 // cut bounds s to at most n bytes without splitting a UTF-8 sequence, replaces invalid UTF-8 and

@@ -118,3 +118,88 @@ func TestNormalizeBounds(t *testing.T) {
 		t.Fatalf("document is %d bytes, over the inbox bound", len(out))
 	}
 }
+
+// A signed body resent under another event's name (the signature does not cover the header) is
+// refused: every fixture normalizes under its own event and under no other.
+func TestNormalizeRefusesAnotherEventsBody(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob("testdata/payloads/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".json")
+		own, _, _ := strings.Cut(name, ".")
+		payload, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, event := range eventdoc.HandledEvents {
+			if event == own {
+				continue
+			}
+			if _, err := eventdoc.Normalize(event, payload); !errors.Is(err, eventdoc.ErrMalformed) {
+				t.Errorf("%s body as %s: %v, want ErrMalformed", name, event, err)
+			} else if !strings.Contains(err.Error(), "not a "+event+" payload") {
+				t.Errorf("%s body as %s: reason %q does not say why", name, event, err)
+			}
+		}
+	}
+}
+
+func TestNormalizeRequiresEachEventsFields(t *testing.T) {
+	t.Parallel()
+	for _, event := range eventdoc.HandledEvents {
+		if len(eventdoc.RequiredFields(event)) == 0 {
+			t.Errorf("%s has no required fields", event)
+		}
+	}
+	inst := `"installation":{"id":1}`
+	account := `"installation":{"id":1,"account":{"login":"o","type":"Organization"}}`
+	repo := `"repository":{"id":2,"full_name":"o/r"}`
+	sha := strings.Repeat("a", 40)
+	tests := []struct{ name, event, payload, want string }{
+		{"installation without account", "installation", `{"action":"deleted",` + inst + `}`, "installation.account.login"},
+		{"installation without action", "installation", `{` + account + `}`, "action"},
+		{"installation_repositories without lists", "installation_repositories", `{"action":"added",` + account + `,"repository_selection":"selected"}`, "repositories_added"},
+		{"repository without action", "repository", `{` + inst + `,` + repo + `}`, "action"},
+		{"push without before", "push", `{` + inst + `,` + repo + `,"ref":"refs/tags/v1","after":"` + sha + `"}`, "before"},
+		{"push with an action", "push", `{"action":"deleted",` + inst + `,` + repo + `,"ref":"refs/tags/v1","before":"` + sha + `","after":"` + sha + `"}`, "no action"},
+		{"check_run without head_sha", "check_run", `{"action":"rerequested",` + inst + `,` + repo + `,"check_run":{"id":3}}`, "check_run.head_sha"},
+		{"workflow_run without status", "workflow_run", `{"action":"completed",` + inst + `,` + repo + `,"workflow_run":{"id":3}}`, "workflow_run.status"},
+		{"ping without zen", "ping", `{"hook_id":1}`, "zen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := eventdoc.Normalize(tt.event, []byte(tt.payload))
+			if !errors.Is(err, eventdoc.ErrMalformed) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Normalize = %v, want ErrMalformed naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// repository.full_name reaches URL paths (/repos/{owner}/{repo}/...): only GitHub's owner/name
+// character set is accepted, in the delivery's repository and in repository lists.
+func TestNormalizeRefusesFullNamesOutsideGitHubsCharacterSet(t *testing.T) {
+	t.Parallel()
+	sha := strings.Repeat("a", 40)
+	for _, name := range []string{"o/../x", "o/..", "o/.", "o/r/x", "o/r?x=1", "o/r#x", "o/r%2F..", "o /r", "-o/r", "o/r\u00e9",
+		"o/" + strings.Repeat("r", 101), strings.Repeat("o", 40) + "/r", "o/", "/r", "o/r\n"} {
+		quoted, _ := json.Marshal(name)
+		push := `{"installation":{"id":1},"repository":{"id":2,"full_name":` + string(quoted) + `},"ref":"refs/tags/v1","before":"` + sha + `","after":"` + sha + `"}`
+		if _, err := eventdoc.Normalize("push", []byte(push)); !errors.Is(err, eventdoc.ErrMalformed) || !strings.Contains(err.Error(), "full_name") {
+			t.Errorf("push with full_name %q: %v, want refused", name, err)
+		}
+		list := `{"action":"created","installation":{"id":1,"account":{"login":"o"}},"repositories":[{"id":2,"full_name":` + string(quoted) + `}]}`
+		if _, err := eventdoc.Normalize("installation", []byte(list)); !errors.Is(err, eventdoc.ErrMalformed) {
+			t.Errorf("installation list with full_name %q: %v, want refused", name, err)
+		}
+	}
+	for _, name := range []string{"octo-org/hello-world", "a/b", "octocat_acme/my.repo_x-1", "O1/.github", strings.Repeat("o", 39) + "/" + strings.Repeat("r", 100)} {
+		if !eventdoc.ValidFullName(name) {
+			t.Errorf("GitHub name %q refused", name)
+		}
+	}
+}

@@ -46,6 +46,9 @@ type Config struct {
 	Observe func(operation, statusClass string, seconds float64)
 	// Tracer spans each request (nil: no spans).
 	Tracer trace.Tracer
+	// ObserveRate, when set, is called after each installation request whose response carried
+	// the x-ratelimit headers, with the installation's primary budget as GitHub reported it.
+	ObserveRate func(installationID int64, rate Rate)
 }
 
 // Client calls GitHub as the App and its installations.
@@ -57,7 +60,13 @@ type Client struct {
 	app  *github.Client
 
 	mu            sync.Mutex
-	installations map[int64]*github.Client
+	installations map[int64]*installationClient
+}
+
+// installationClient is one installation's token transport and the go-github client on it.
+type installationClient struct {
+	tr *ghinstallation.Transport
+	gh *github.Client
 }
 
 // ReadPrivateKey reads a PEM private key file, failing clearly (never echoing its content).
@@ -110,7 +119,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, base: base, key: key, tr: writeTracker{next: tr}, installations: map[int64]*github.Client{}}
+	c := &Client{cfg: cfg, base: base, key: key, tr: writeTracker{next: tr}, installations: map[int64]*installationClient{}}
 	c.app = c.newGitHub(c.appsTransport())
 	return c, nil
 }
@@ -151,15 +160,27 @@ func (c *Client) newGitHub(rt http.RoundTripper) *github.Client {
 func (c *Client) installation(id int64) *github.Client {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	gh, ok := c.installations[id]
+	ic, ok := c.installations[id]
 	if !ok {
 		apps := c.appsTransport()
 		itr := ghinstallation.NewFromAppsTransport(apps, id)
 		itr.BaseURL = apps.BaseURL
-		gh = c.newGitHub(itr)
-		c.installations[id] = gh
+		ic = &installationClient{tr: itr, gh: c.newGitHub(itr)}
+		c.installations[id] = ic
 	}
-	return gh
+	return ic.gh
+}
+
+// forgetLimits replaces an installation's go-github client (keeping its token) after a rate
+// limit. go-github remembers limits per client and then refuses to send until a time it chose
+// — for a secondary limit without Retry-After, the primary window's reset, up to an hour where
+// GitHub asks for a minute. The shared block in PostgreSQL decides instead (docs/dispatcher.md).
+func (c *Client) forgetLimits(id int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ic, ok := c.installations[id]; ok {
+		c.installations[id] = &installationClient{tr: ic.tr, gh: c.newGitHub(ic.tr)}
+	}
 }
 
 // forget drops an installation's cached token, so the next request mints a new one.
@@ -206,6 +227,14 @@ func (c *Client) callOnce(ctx context.Context, op string, installationID int64, 
 	status := 0
 	if httpResp != nil {
 		status = httpResp.StatusCode
+	}
+	if httpResp != nil && installationID != 0 && c.cfg.ObserveRate != nil {
+		if rate, ok := ParseRate(httpResp.Header); ok {
+			c.cfg.ObserveRate(installationID, rate)
+		}
+	}
+	if cerr != nil && cerr.Class == RateLimited && installationID != 0 {
+		c.forgetLimits(installationID)
 	}
 	if cerr != nil {
 		status = cerr.Status

@@ -131,7 +131,7 @@ func TestFailureClasses(t *testing.T) {
 		{"primary rate limit", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, PrimaryRateLimit: true, RetryAfter: 30 * time.Second},
 			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 403, 0},
 		{"secondary rate limit", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, SecondaryRateLimit: true, RetryAfter: 20 * time.Second},
-			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 429, 0},
+			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 403, 0},
 		{"server error", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, ServerErrorRate: 1}, nil,
 			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 502, 0},
 		{"connection dropped after processing", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, DropAfterProcessing: true}, nil,
@@ -139,7 +139,7 @@ func TestFailureClasses(t *testing.T) {
 		{"hanging request times out after writing", &githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, Hang: true}, nil,
 			"boardreadyops-release.yml", good, inst, githubapp.MaybeDelivered, 0, 0},
 		{"token endpoint rate limited", &githubsim.Fault{Operation: githubsim.OpCreateToken, SecondaryRateLimit: true, RetryAfter: 30 * time.Second},
-			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 429, 0},
+			nil, "boardreadyops-release.yml", good, inst, githubapp.RateLimited, 403, 0},
 		{"token endpoint fails transiently", &githubsim.Fault{Operation: githubsim.OpCreateToken, ServerErrorRate: 1}, nil,
 			"boardreadyops-release.yml", good, inst, githubapp.NotDelivered, 502, 0},
 	}
@@ -155,8 +155,8 @@ func TestFailureClasses(t *testing.T) {
 			if !errors.As(err, &ge) || ge.Class != tt.want || ge.Status != tt.status {
 				t.Fatalf("error %v, want class %v status %d", err, tt.want, tt.status)
 			}
-			if tt.want == githubapp.RateLimited && time.Until(ge.RetryAt) < 10*time.Second {
-				t.Fatalf("retry at %v is not the advertised reset", ge.RetryAt)
+			if tt.want == githubapp.RateLimited && time.Until(ge.Limit.RetryAt) < 10*time.Second {
+				t.Fatalf("retry at %v is not the advertised reset", ge.Limit.RetryAt)
 			}
 			if n := e.sim.DispatchTotal(); n != tt.dispatched {
 				t.Fatalf("%d dispatches reached GitHub, want %d", n, tt.dispatched)

@@ -1,10 +1,14 @@
 package githubapp
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
@@ -19,7 +23,8 @@ const (
 	// the request was written, token could not be minted for a transient reason). Safe to retry,
 	// even for a workflow dispatch.
 	NotDelivered Class = iota + 1
-	// RateLimited: GitHub refused to process it for now; retry at RetryAt without spending an attempt.
+	// RateLimited: GitHub refused to process it for now (a primary or secondary rate limit); retry
+	// at Limit.RetryAt, or after a backoff when it is zero, without spending an attempt.
 	RateLimited
 	// Rejected: GitHub definitely refused it (404, 422, credentials refused after a refresh).
 	// Retrying cannot help: dead-letter.
@@ -46,11 +51,11 @@ func (c Class) String() string {
 
 // Error is a classified failure of one GitHub operation.
 type Error struct {
-	Op      string
-	Class   Class
-	Status  int       // HTTP status, 0 when there was no response
-	RetryAt time.Time // for RateLimited
-	Err     error
+	Op     string
+	Class  Class
+	Status int   // HTTP status, 0 when there was no response
+	Limit  Limit // for RateLimited
+	Err    error
 }
 
 func (e *Error) Error() string {
@@ -58,8 +63,11 @@ func (e *Error) Error() string {
 	if e.Status != 0 {
 		s += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
-	if e.Class == RateLimited {
-		s += " until " + e.RetryAt.UTC().Format(time.RFC3339)
+	switch {
+	case e.Class == RateLimited && e.Limit.RetryAt.IsZero():
+		s += " (secondary, no retry time: backing off)"
+	case e.Class == RateLimited:
+		s += " until " + e.Limit.RetryAt.UTC().Format(time.RFC3339)
 	}
 	return s + ": " + e.Err.Error()
 }
@@ -79,9 +87,6 @@ func ClassOf(err error) Class {
 // created, so the run id is unknown (GitHub Enterprise Server without return_run_details).
 var ErrNoRunDetails = errors.New("dispatch accepted without run details: the workflow run id is unknown")
 
-// defaultRetry is used when a rate limit response carries no reset time.
-const defaultRetry = time.Minute
-
 // classify turns the outcome of one request into an *Error (nil for success). wrote reports
 // whether the request was completely written to GitHub.
 func classify(op string, resp *http.Response, err error, wrote bool, now time.Time) *Error {
@@ -95,68 +100,182 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 	var tokenErr *ghinstallation.HTTPError
 	var rateErr *github.RateLimitError
 	var abuseErr *github.AbuseRateLimitError
+	var respErr *github.ErrorResponse
 	switch {
 	case errors.As(err, &tokenErr):
 		// The installation token could not be minted; the request itself was never sent.
 		e.Class = NotDelivered
-		if tokenErr.Response != nil {
-			e.Status = tokenErr.Response.StatusCode
-			if class, at := classifyStatus(tokenErr.Response, now); class == RateLimited {
-				e.Class, e.RetryAt = RateLimited, at
+		if r := tokenErr.Response; r != nil {
+			e.Status = r.StatusCode
+			message, docURL := errorBody(r)
+			if l, ok := rateLimit(r.StatusCode, r.Header, message, docURL, now); ok {
+				e.Class, e.Limit = RateLimited, l
 			} else if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusNotFound {
 				e.Class = Rejected // App credentials refused, or the installation is gone
 			}
 		}
+	case errors.As(err, &rateErr) && (rateErr.Response == nil || len(rateErr.Response.Header) == 0):
+		// go-github's own refusal to send: a response it saw earlier left no budget until the reset.
+		e.Class, e.Limit = RateLimited, Limit{RetryAt: rateErr.Rate.Reset.Time}
 	case errors.As(err, &rateErr):
-		e.Class, e.RetryAt = RateLimited, rateErr.Rate.Reset.Time
+		e.Class = RateLimited
+		e.Limit, _ = rateLimit(rateErr.Response.StatusCode, rateErr.Response.Header, rateErr.Message, "", now)
 	case errors.As(err, &abuseErr):
-		e.Class, e.RetryAt = RateLimited, now.Add(defaultRetry)
-		if abuseErr.RetryAfter != nil {
-			e.RetryAt = now.Add(*abuseErr.RetryAfter)
+		// go-github reads x-ratelimit-reset as the wait of a secondary limit, even with budget
+		// left (an hour where GitHub asks for a minute): the headers are read here instead.
+		e.Class = RateLimited
+		e.Limit, _ = rateLimit(abuseErr.Response.StatusCode, abuseErr.Response.Header, abuseErr.Message, "", now)
+		e.Limit.Secondary = e.Limit.Secondary || e.Limit.RetryAt.IsZero()
+	case errors.As(err, &respErr) && respErr.Response != nil:
+		if l, ok := rateLimit(respErr.Response.StatusCode, respErr.Response.Header, respErr.Message, respErr.DocumentationURL, now); ok {
+			e.Class, e.Limit = RateLimited, l
+		} else {
+			e.Class = classifyStatus(respErr.Response.StatusCode)
 		}
 	case resp != nil:
-		e.Class, e.RetryAt = classifyStatus(resp, now)
+		message, docURL := errorBody(resp)
+		if l, ok := rateLimit(resp.StatusCode, resp.Header, message, docURL, now); ok {
+			e.Class, e.Limit = RateLimited, l
+		} else {
+			e.Class = classifyStatus(resp.StatusCode)
+		}
 	case !wrote:
 		e.Class = NotDelivered
 	default:
 		e.Class = MaybeDelivered
 	}
-	if e.Class == RateLimited && !e.RetryAt.After(now) {
-		e.RetryAt = now.Add(time.Second)
+	if e.Class == RateLimited && !e.Limit.RetryAt.IsZero() && !e.Limit.RetryAt.After(now) {
+		e.Limit.RetryAt = now.Add(time.Second)
 	}
 	return e
 }
 
-func classifyStatus(resp *http.Response, now time.Time) (Class, time.Time) {
-	h := resp.Header
-	retryAfter := func() (time.Time, bool) {
-		if v, err := strconv.Atoi(h.Get("Retry-After")); err == nil && v >= 0 {
-			return now.Add(time.Duration(v) * time.Second), true
-		}
-		if h.Get("X-Ratelimit-Remaining") == "0" {
-			if v, err := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64); err == nil {
-				return time.Unix(v, 0), true
-			}
-		}
-		return time.Time{}, false
+func classifyStatus(status int) Class {
+	switch {
+	case status >= 500:
+		return MaybeDelivered
+	case status >= 400:
+		return Rejected
+	}
+	return MaybeDelivered // an unexpected non-error status with an error
+}
+
+// Limit is what a rate-limited response asks of the client.
+type Limit struct {
+	// RetryAt is when GitHub allows the next request: now + retry-after, or x-ratelimit-reset
+	// when x-ratelimit-remaining is 0. Zero when the response names no time: GitHub then asks for
+	// at least a minute, growing exponentially while the limit repeats (the caller keeps that
+	// count per installation).
+	RetryAt time.Time
+	// Secondary: a secondary rate limit (concurrency, mutations too close, points per minute),
+	// not the primary hourly budget.
+	Secondary bool
+}
+
+// Markers of GitHub's rate-limit error bodies ("Rate limits for the REST API"). GitHub's wording
+// of a secondary limit has been "You have exceeded a secondary rate limit …" (and, for content
+// creation, "… and have been temporarily blocked from content creation"); before 2022 it was
+// "You have triggered an abuse detection mechanism …". A primary limit says "API rate limit
+// exceeded for installation ID …".
+var (
+	secondaryMessages = []string{"secondary rate limit", "abuse detection"}
+	secondaryDocs     = []string{"secondary-rate-limits", "#abuse-rate-limits"}
+	primaryMessages   = []string{"api rate limit exceeded", "api rate limit of"}
+)
+
+// rateLimit recognises every documented rate-limit shape of a 403 or 429 and when it allows the
+// next request, in GitHub's order: retry-after when present; else x-ratelimit-reset when
+// x-ratelimit-remaining is 0; else no time (the caller backs off exponentially from a minute).
+// The reset of a secondary limit with budget left is the primary window's, up to an hour away,
+// and is not a wait GitHub asks for.
+func rateLimit(status int, h http.Header, message, docURL string, now time.Time) (Limit, bool) {
+	if status != http.StatusForbidden && status != http.StatusTooManyRequests {
+		return Limit{}, false
+	}
+	msg, doc := strings.ToLower(message), strings.ToLower(docURL)
+	secondary := containsAny(msg, secondaryMessages) || containsAny(doc, secondaryDocs)
+	primary := containsAny(msg, primaryMessages)
+	rate, hasRate := ParseRate(h)
+	exhausted := hasRate && rate.Remaining == 0
+	after, hasAfter := retryAfter(h, now)
+	if !hasAfter && !exhausted && !secondary && !primary && status == http.StatusForbidden {
+		return Limit{}, false // a 403 that is no rate limit: permissions, a blocked repository, …
 	}
 	switch {
-	case resp.StatusCode == http.StatusTooManyRequests:
-		if at, ok := retryAfter(); ok {
-			return RateLimited, at
-		}
-		return RateLimited, now.Add(defaultRetry)
-	case resp.StatusCode == http.StatusForbidden:
-		if at, ok := retryAfter(); ok {
-			return RateLimited, at
-		}
-		return Rejected, time.Time{}
-	case resp.StatusCode >= 500:
-		return MaybeDelivered, time.Time{}
-	case resp.StatusCode >= 400:
-		return Rejected, time.Time{}
+	case hasAfter:
+		return Limit{RetryAt: after, Secondary: !exhausted || secondary}, true
+	case exhausted && !rate.Reset.IsZero():
+		return Limit{RetryAt: rate.Reset, Secondary: secondary}, true
 	}
-	return MaybeDelivered, time.Time{} // an unexpected non-error status with an error
+	return Limit{Secondary: !primary || secondary}, true
+}
+
+// retryAfter reads Retry-After: delay-seconds, or an HTTP date (RFC 9110).
+func retryAfter(h http.Header, now time.Time) (time.Time, bool) {
+	v := strings.TrimSpace(h.Get("Retry-After"))
+	if v == "" {
+		return time.Time{}, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		return now.Add(time.Duration(min(n, 86400)) * time.Second), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}
+
+// Rate is the primary budget a response reports (x-ratelimit-limit, -remaining, -reset).
+type Rate struct {
+	Limit     int
+	Remaining int
+	Reset     time.Time
+}
+
+// ParseRate reads the x-ratelimit headers; false when they are missing or malformed.
+func ParseRate(h http.Header) (Rate, bool) {
+	limit, err1 := strconv.Atoi(h.Get("X-Ratelimit-Limit"))
+	remaining, err2 := strconv.Atoi(h.Get("X-Ratelimit-Remaining"))
+	reset, err3 := strconv.ParseInt(h.Get("X-Ratelimit-Reset"), 10, 64)
+	if err1 != nil || err2 != nil || limit < 0 || remaining < 0 {
+		return Rate{}, false
+	}
+	r := Rate{Limit: limit, Remaining: remaining}
+	if err3 == nil && reset > 0 {
+		r.Reset = time.Unix(reset, 0)
+	}
+	return r, true
+}
+
+// errorBody reads GitHub's error body ({"message", "documentation_url"}) of a response whose
+// body is still readable (bounded); empty strings otherwise.
+func errorBody(resp *http.Response) (message, docURL string) {
+	if resp == nil || resp.Body == nil {
+		return "", ""
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if err != nil {
+		return "", ""
+	}
+	var body struct {
+		Message          string `json:"message"`
+		DocumentationURL string `json:"documentation_url"`
+	}
+	if json.Unmarshal(b, &body) != nil {
+		return "", ""
+	}
+	return body.Message, body.DocumentationURL
+}
+
+func containsAny(s string, subs []string) bool {
+	for _, sub := range subs {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
 }
 
 // StatusClass is the closed-set metric label for a request's outcome.

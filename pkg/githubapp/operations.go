@@ -33,21 +33,20 @@ type CheckRun struct {
 	Name           string
 	ExternalID     string // the release run id
 	Title, Summary string
-	// FirstAttempt: no earlier attempt of this effect can have reached GitHub, so there is no
-	// check run to find and the search is skipped. The caller must be certain (see the dispatcher).
-	FirstAttempt bool
 }
 
 // FindOrCreateCheckRun is replay-safe check-run creation: it lists the commit's check runs with
 // this name and reuses the one whose external_id matches; only when none does it creates one. It
-// returns the check run id and whether it was created now.
+// returns the check run id and whether it was created now. The search runs on every call, the
+// first attempt too: after a point-in-time restore the database may not remember a creation that
+// GitHub does, and one GET per release run is what that safety costs.
 func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, bool, error) {
 	owner, repo, err := splitRepo(cr.Repository)
 	if err != nil {
 		return 0, false, err
 	}
 	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
-	for page := 0; page < maxCheckRunPages && !cr.FirstAttempt; page++ {
+	for page := 0; page < maxCheckRunPages; page++ {
 		var res *github.ListCheckRunsResults
 		var next int
 		err := c.call(ctx, OpListCheckRuns, cr.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {

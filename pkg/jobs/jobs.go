@@ -47,7 +47,8 @@ const Columns = `id, kind, inbox_id, status, attempts, max_attempts, available_a
 
 // Store runs the job functions on a pool, connection or transaction.
 type Store struct {
-	// Clock, when set, supplies the time instead of the database's now() (tests).
+	// Clock, when set, supplies the time instead of the database's now() (tests). The database
+	// honours it only for a login in boardreadyops_clock or boardreadyops_admin (migration 00016).
 	Clock func() time.Time
 }
 

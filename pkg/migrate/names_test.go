@@ -142,7 +142,7 @@ func TestFunctionNames(t *testing.T) {
 		})
 	}
 
-	pattern := regexp.MustCompile(`^boardreadyops_(webhook|job|outbox|release_run|execution_attempt|retention|row_rule|schema)_[a-z_]+$`)
+	pattern := regexp.MustCompile(`^boardreadyops_(webhook|job|outbox|release_run|execution_attempt|retention|row_rule|schema|audit|clock)_[a-z_]+$`)
 	var oldCall *regexp.Regexp
 	{
 		alts := make([]string, 0, len(renames))

@@ -85,7 +85,9 @@ func ScanEffect(row pgx.CollectableRow) (Effect, error) {
 // Store runs the outbox functions on a pool, connection or transaction.
 type Store struct {
 	// Clock, when set, supplies the time the functions use instead of the database's now().
-	// Tests set it to move time without sleeping; production leaves it nil.
+	// Tests set it to move time without sleeping; production leaves it nil. The database honours it
+	// only for a login in boardreadyops_clock or boardreadyops_admin (migration 00016): a service
+	// login's time is always now().
 	Clock func() time.Time
 }
 
@@ -121,8 +123,11 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 		maxAttempts = 10
 	}
 	var id *int64
+	// The jsonb payload goes as a string: in the query modes that never describe a statement
+	// (exec, simple_protocol: behind a transaction-pooling PgBouncer before 1.21) a []byte is
+	// typed bytea and its text form is not JSON (SQLSTATE 22P02).
 	err = db.QueryRow(ctx, `SELECT boardreadyops_outbox_enqueue($1, $2, $3, $4, $5, $6, $7, $8)`,
-		e.EffectType, e.ReleaseRunID, nullIfEmpty(e.ExecutionAttemptID), e.InstallationID, payload,
+		e.EffectType, e.ReleaseRunID, nullIfEmpty(e.ExecutionAttemptID), e.InstallationID, string(payload),
 		nullIfEmpty(e.Traceparent), maxAttempts, s.now()).Scan(&id)
 	if err != nil {
 		return 0, false, fmt.Errorf("enqueue %s: %w", e.EffectType, sqlstate.Classify(err))
@@ -133,10 +138,15 @@ func (s *Store) Enqueue(ctx context.Context, db database.DBTX, e NewEffect) (int
 	return *id, true, nil
 }
 
-// Claim leases up to limit due effects to worker for lease. Each claim spends one attempt.
+// Claim leases up to limit due effects to worker for lease, unpaced (ClaimPaced). Effects of an
+// installation blocked by a rate limit are not claimed. Each claim spends one attempt.
 func (s *Store) Claim(ctx context.Context, db database.DBTX, worker string, limit int, lease time.Duration) ([]Effect, error) {
-	rows, err := db.Query(ctx, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4)`,
-		worker, limit, lease, s.now())
+	return claim(ctx, db, `SELECT `+Columns+` FROM boardreadyops_outbox_claim($1, $2, $3, $4)`, worker, limit, lease, s.now())
+}
+
+// claim runs one claim function and scans the effects it leased.
+func claim(ctx context.Context, db database.DBTX, sql string, args ...any) ([]Effect, error) {
+	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("claim outbox batch: %w", sqlstate.Classify(err))
 	}

@@ -209,13 +209,20 @@ spec:
           env:
             {{- include "boardreadyops.commonEnv" .root | nindent 12 }}
             - name: BOARDREADYOPS_SHUTDOWN_TIMEOUT
-              value: {{ printf "%ds" (sub (int .grace) 5) | quote }}
+              value: {{ printf "%ds" (sub (sub (int .grace) 5) (int (default 0 .preStopSleep))) | quote }}
+            {{- include "boardreadyops.goMemLimitEnv" (dict "root" .root "resources" .values.resources) | nindent 12 }}
             {{- with .env }}
             {{- . | nindent 12 }}
             {{- end }}
             {{- with .values.extraEnv }}
             {{- toYaml . | nindent 12 }}
             {{- end }}
+          {{- with .preStopSleep }}
+          lifecycle:
+            preStop:
+              sleep:
+                seconds: {{ . }}
+          {{- end }}
           livenessProbe:
             httpGet:
               path: /healthz
@@ -322,4 +329,29 @@ spec:
       port: 9090
       targetPort: metrics
       protocol: TCP
+{{- end -}}
+
+{{/* A memory quantity (Ki, Mi, Gi, K, M, G or plain bytes) in whole MiB. */}}
+{{- define "boardreadyops.memoryMiB" -}}
+{{- $q := toString . -}}
+{{- $mib := 0 -}}
+{{- if regexMatch "^[0-9]+Gi$" $q }}{{ $mib = mul (trimSuffix "Gi" $q | int64) 1024 }}
+{{- else if regexMatch "^[0-9]+Mi$" $q }}{{ $mib = trimSuffix "Mi" $q | int64 }}
+{{- else if regexMatch "^[0-9]+Ki$" $q }}{{ $mib = div (trimSuffix "Ki" $q | int64) 1024 }}
+{{- else if regexMatch "^[0-9]+G$" $q }}{{ $mib = div (mul (trimSuffix "G" $q | int64) 1000000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+M$" $q }}{{ $mib = div (mul (trimSuffix "M" $q | int64) 1000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+$" $q }}{{ $mib = div ($q | int64) 1048576 }}
+{{- end }}
+{{- if le (int64 $mib) 0 }}{{ fail (printf "memory limit %q: write whole Ki, Mi, Gi, K, M or G (at least 1Mi)" $q) }}{{ end }}
+{{- $mib -}}
+{{- end -}}
+
+{{/* GOMEMLIMIT from a container's memory limit (runtime.goMemLimitPercent of it), so the Go
+garbage collector works harder before the kernel would kill the container. Nothing without a
+limit. Call with (dict "root" $ "resources" .Values.x.resources). */}}
+{{- define "boardreadyops.goMemLimitEnv" -}}
+{{- with .resources }}{{ with .limits }}{{ with .memory }}
+- name: GOMEMLIMIT
+  value: {{ printf "%dMiB" (div (mul (include "boardreadyops.memoryMiB" . | int64) $.root.Values.runtime.goMemLimitPercent) 100) | quote }}
+{{- end }}{{ end }}{{ end }}
 {{- end -}}

@@ -72,7 +72,9 @@ type env struct {
 	svc                 map[string]*proctest.Process
 
 	mu        sync.Mutex
-	acked     map[string]bool // delivery ids answered 2xx
+	acked     map[string]bool      // delivery ids answered 2xx
+	ackedAt   map[string]time.Time // when deliver saw the 2xx
+	ackedBody map[string][]byte    // what deliver sent (for the failover scenarios' redelivery)
 	crashes   int
 	retries   int
 	extraRuns int            // release runs created beyond the load (the mid-request crash's push)
@@ -93,7 +95,7 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	t.Helper()
 	dir := t.TempDir()
 	bin := binaries(t)
-	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, poisonOut: map[string]int{}, svc: map[string]*proctest.Process{}}
+	e := &env{t: t, dbURL: dbURL, acked: map[string]bool{}, ackedAt: map[string]time.Time{}, ackedBody: map[string][]byte{}, poisonOut: map[string]int{}, svc: map[string]*proctest.Process{}}
 	var err error
 	if e.pool, err = pgxpool.New(context.Background(), e.dbURL); err != nil {
 		t.Fatal(err)
@@ -132,7 +134,10 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 	// reconciliation is retried soon after the operator resolves it.
 	add("lifecycle", "BOARDREADYOPS_LIFECYCLE_LEASE=5s", "BOARDREADYOPS_JOB_MAX_BACKOFF=2s")
 	dispatcherEnv := []string{"BOARDREADYOPS_GITHUB_API_URL=" + e.gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=" + e.keyFile,
-		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s"}
+		"BOARDREADYOPS_DISPATCHER_LEASE=10s", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT=2s", "BOARDREADYOPS_EFFECT_MAX_BACKOFF=2s",
+		// Paced as in production (one request per installation at once), with a shorter interval
+		// than GitHub's second so that three installations' load finishes within the test.
+		"BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL=20ms"}
 	for i := 2; i <= opts.dispatchers; i++ {
 		// Further replicas: the same binary and settings; they coordinate only through the database.
 		add("outbox-dispatcher", dispatcherEnv...)
@@ -165,6 +170,39 @@ func tail(s string, n int) string {
 		return s
 	}
 	return s[len(s)-n:]
+}
+
+// stopServices stops every service (SIGTERM), as before a restore.
+func (e *env) stopServices() {
+	e.t.Helper()
+	for _, s := range e.svc {
+		if err := s.Stop(); err != nil {
+			e.t.Errorf("stop %s: %v", s.Name, err)
+		}
+	}
+}
+
+// startServicesOn points every service and the checker at dbURL and starts the services again.
+func (e *env) startServicesOn(dbURL string) {
+	e.t.Helper()
+	e.dbURL = dbURL
+	pool, err := pgxpool.New(context.Background(), dbURL)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(pool.Close)
+	e.pool = pool
+	for _, s := range e.svc {
+		for i, kv := range s.Env {
+			if strings.HasPrefix(kv, "DATABASE_URL=") {
+				s.Env[i] = "DATABASE_URL=" + dbURL
+			}
+		}
+		s.Start(e.t)
+	}
+	for _, s := range e.svc {
+		s.WaitReady(e.t)
+	}
 }
 
 // restart kills (SIGKILL) a service and starts it again.
@@ -259,9 +297,13 @@ func (e *env) deliver(event string, payload any) {
 	deadline := time.Now().Add(90 * time.Second)
 	for {
 		code := e.post(id, event, body, true)
+		// GitHub's delivery log, which brops webhooks redeliver reads.
+		e.sim.RecordDelivery(id, event, "", code, body, time.Now())
 		if code >= 200 && code < 300 {
 			e.mu.Lock()
 			e.acked[id] = true
+			e.ackedAt[id] = time.Now()
+			e.ackedBody[id] = body
 			e.mu.Unlock()
 			return
 		}
@@ -287,7 +329,7 @@ func push(r, tag int) map[string]any {
 	return map[string]any{
 		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
 		"created": true, "deleted": false, "installation": map[string]any{"id": 7000 + r%3},
-		"repository": map[string]any{"id": 8000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
+		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%3, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
 			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%3), "type": "Organization"}},
 	}
 }

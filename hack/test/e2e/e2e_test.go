@@ -133,7 +133,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 			send("push", map[string]any{
 				"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
 				"created": true, "deleted": false, "installation": map[string]any{"id": 5000 + r%2},
-				"repository": map[string]any{"id": 9000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
+				"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%2, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
 					"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}},
 			})
 		}

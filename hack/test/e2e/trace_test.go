@@ -142,7 +142,7 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 		"lifecycle.job": "boardreadyops-lifecycle", "outbox.deliver": "boardreadyops-outbox-dispatcher",
 		"github.create_check_run": "boardreadyops-outbox-dispatcher", "github.dispatch_workflow": "boardreadyops-outbox-dispatcher",
 		// database calls inside the trace, in each service
-		"db boardreadyops_webhook_accept": "boardreadyops-ingest", "db boardreadyops_release_run_create": "boardreadyops-lifecycle",
+		"db boardreadyops_webhook_accept": "boardreadyops-ingest", "db boardreadyops_release_run_create_from_push": "boardreadyops-lifecycle",
 		"db boardreadyops_outbox_start_delivery": "boardreadyops-outbox-dispatcher",
 		// group-committed calls, spanned in the delivery's trace by the dispatcher
 		"db boardreadyops_outbox_complete_check_run_create":  "boardreadyops-outbox-dispatcher",

@@ -101,6 +101,11 @@ func (s *Simulator) repoAuth(next func(w http.ResponseWriter, r *http.Request, i
 			return
 		}
 		info.installationID = t.installationID
+		limited, done := s.limit(w, r, t.installationID)
+		defer done()
+		if limited {
+			return
+		}
 		handled, w := s.applyFault(w, r, info)
 		if handled {
 			return
@@ -109,7 +114,7 @@ func (s *Simulator) repoAuth(next func(w http.ResponseWriter, r *http.Request, i
 		s.mu.Lock()
 		repo := s.repos[strings.ToLower(fullName)]
 		if repo == nil && s.opts.AutoRepositories {
-			repo = &repository{id: s.id(), fullName: fullName, installationID: t.installationID,
+			repo = &repository{id: RepositoryID(fullName), fullName: fullName, installationID: t.installationID,
 				workflows: map[string]Workflow{s.opts.ReleaseWorkflow: ReleaseWorkflow()}}
 			s.repos[strings.ToLower(fullName)] = repo
 		}

@@ -23,9 +23,16 @@ type Fault struct {
 	// PrimaryRateLimit answers 403 with x-ratelimit-remaining: 0 and x-ratelimit-reset RetryAfter
 	// from now.
 	PrimaryRateLimit bool
-	// SecondaryRateLimit answers 429 with Retry-After (RetryAfter, in seconds).
+	// SecondaryRateLimit answers as GitHub does: 403 (Status, when set: 429) with its secondary
+	// rate limit message, the installation's x-ratelimit headers (budget left), and Retry-After
+	// only when RetryAfter is set (GitHub often sends none).
 	SecondaryRateLimit bool
 	RetryAfter         time.Duration
+	Status             int
+	// Probability applies the fault to this share of the matching requests (0: to all).
+	Probability float64
+	// Response, when set, is answered verbatim (status, headers, body).
+	Response *Response
 	// Hang holds the request until the client gives up.
 	Hang bool
 	// DropAfterProcessing processes the request, then closes the connection without a response:
@@ -33,6 +40,13 @@ type Fault struct {
 	DropAfterProcessing bool
 
 	applied int
+}
+
+// Response is a canned answer.
+type Response struct {
+	Status int
+	Header map[string]string
+	Body   string
 }
 
 // AddFault injects f until it has applied Times times or ClearFaults is called.
@@ -57,7 +71,7 @@ func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, info *req
 	var f *Fault
 	for _, c := range s.faults {
 		if (c.Operation == "" || c.Operation == info.op) && (c.InstallationID == 0 || c.InstallationID == info.installationID) &&
-			(c.Times == 0 || c.applied < c.Times) {
+			(c.Times == 0 || c.applied < c.Times) && (c.Probability == 0 || rand.Float64() < c.Probability) {
 			f = c
 			c.applied++
 			break
@@ -98,9 +112,21 @@ func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, info *req
 		w.Header().Set("x-ratelimit-resource", "core")
 		writeError(w, http.StatusForbidden, fmt.Sprintf("API rate limit exceeded for installation ID %d.", info.installationID))
 		return true, w
+	case f.Response != nil:
+		for k, v := range f.Response.Header {
+			w.Header().Set(k, v)
+		}
+		w.WriteHeader(f.Response.Status)
+		_, _ = io.WriteString(w, f.Response.Body)
+		return true, w
 	case f.SecondaryRateLimit:
-		w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Seconds())))
-		writeError(w, http.StatusTooManyRequests, "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.")
+		if info.installationID != 0 {
+			s.budgetHeaders(w, info.installationID, false)
+		}
+		if f.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter.Seconds())))
+		}
+		writeSecondaryLimit(w, cmpOr(f.Status, http.StatusForbidden))
 		return true, w
 	case f.ServerErrorRate > 0 && rand.Float64() < f.ServerErrorRate:
 		writeError(w, http.StatusBadGateway, "Server Error")

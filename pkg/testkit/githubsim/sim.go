@@ -15,6 +15,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -32,7 +33,7 @@ type Options struct {
 	// TokenTTL is the lifetime of installation tokens (GitHub: 1 hour).
 	TokenTTL time.Duration
 	// AutoRepositories creates any repository an installation token asks for on first use, with
-	// the release workflow (ReleaseWorkflow) dispatchable. Load runs use it; tests add repositories.
+	// the release workflow (ReleaseWorkflow) dispatchable and the id RepositoryID(full name). Load runs use it; tests add repositories.
 	AutoRepositories bool
 	// ReleaseWorkflow is the workflow file auto-created repositories have.
 	ReleaseWorkflow string
@@ -66,6 +67,9 @@ type Simulator struct {
 	faults        []*Fault
 	journal       []Entry
 	dispatches    map[string]int // by execution_attempt_id input
+	limits        Limits
+	budgets       map[int64]*budget
+	violations    []Violation
 	nextID        atomic.Int64
 
 	webhooks *webhookQueue
@@ -114,6 +118,7 @@ func New(opts Options) *Simulator {
 		opts: opts, mux: http.NewServeMux(), now: time.Now,
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
+		budgets: map[int64]*budget{},
 	}
 	// Ids never repeat across restarts, as GitHub's: a local database outlives the simulator, and
 	// a reused workflow run id would (rightly) be refused there. 100,000 ids per second of wall
@@ -142,6 +147,16 @@ func (s *Simulator) AddRepository(installationID, repoID int64, fullName string,
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.repos[strings.ToLower(fullName)] = &repository{id: repoID, fullName: fullName, installationID: installationID, workflows: workflows}
+}
+
+// RepositoryID is the id an auto-created repository (AutoRepositories) gets: derived from its
+// full name, case-insensitively, so that a harness sending webhooks for a repository uses the id
+// the simulator's own webhooks (workflow_run) will carry, as GitHub's do. Below 2^40, where the
+// simulator's other ids (from 2^47 up) never are.
+func RepositoryID(fullName string) int64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(strings.ToLower(fullName)))
+	return int64(h.Sum64()%(1<<40)) + 1
 }
 
 // ReleaseWorkflow is the workflow a BoardReadyOps release workflow declares: dispatchable with

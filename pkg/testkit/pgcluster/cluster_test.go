@@ -185,3 +185,72 @@ func TestInterruptResume(t *testing.T) {
 		t.Fatalf("rows after two restarts = %d, %v; want 2", n, err)
 	}
 }
+
+// A transaction-pooling PgBouncer pools the cluster's databases; statements that name no
+// prepared statement work through it, and its version is known.
+func TestBouncer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Stop() })
+	b, err := c.StartBouncer(ctx, pgcluster.BouncerOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	conn, err := pgx.Connect(ctx, b.URL("postgres")+"&default_query_exec_mode=exec")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var port int
+	if err := conn.QueryRow(ctx, "SELECT current_setting('port')::int").Scan(&port); err != nil || port != c.Port() {
+		t.Fatalf("through the pooler: server port %d, %v; want %d", port, err, c.Port())
+	}
+	if v, err := pgcluster.BouncerVersion(); err != nil || v == "" {
+		t.Fatalf("version %q, %v", v, err)
+	}
+}
+
+// A synchronous standby has every committed row when its primary is killed, and takes writes
+// once promoted.
+func TestStandbyFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, err := pgcluster.Start(ctx, pgcluster.Options{Durable: true, Settings: []string{"synchronous_standby_names=standby1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	s, err := p.StartStandby(ctx, "standby1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	if err := p.WaitStreaming(ctx, "standby1", true); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, p.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE kept (x int); INSERT INTO kept VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	p.Kill()
+	if err := s.Promote(ctx); err != nil {
+		t.Fatal(err)
+	}
+	sc, err := pgx.Connect(ctx, s.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close(ctx)
+	var n int
+	if err := sc.QueryRow(ctx, "INSERT INTO kept VALUES (2) RETURNING (SELECT count(*) FROM kept)").Scan(&n); err != nil || n != 1 {
+		t.Fatalf("on the promoted standby: %d rows before the insert, %v; want 1", n, err)
+	}
+}

@@ -3,8 +3,9 @@
 -- migrations are the only thing applied. Do not edit.
 
 -- FUNCTION boardreadyops_accept_webhook(text, text, text, bigint, bigint, jsonb, bytea, text, timestamp with time zone)
-CREATE FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
+CREATE FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8, $9)$_$;
 
 -- COMMENT FUNCTION boardreadyops_accept_webhook(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone)
@@ -18,6 +19,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_accept_webhook(p_delivery_id text, p_
 -- FUNCTION boardreadyops_accept_webhooks(text[], text[], text[], bigint[], bigint[], jsonb[], bytea[], text[], timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_accept_webhooks(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(delivery_id text, inbox_id bigint, job_id bigint)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_webhook_accept_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)$_$;
 
 -- COMMENT FUNCTION boardreadyops_accept_webhooks(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone)
@@ -31,12 +33,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_accept_webhooks(p_delivery_ids text[]
 -- FUNCTION boardreadyops_check_control_plane_jobs(text, text, integer, integer, text, timestamp with time zone, text, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_validate_row($1, $2, $3, $4, $5, $6, $7, $8, $9)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
 COMMENT ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) IS 'Deprecated name of boardreadyops_job_validate_row (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_dispatcher;
@@ -45,12 +49,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_jobs(p_kind text,
 -- FUNCTION boardreadyops_check_control_plane_outbox(text, text, integer, jsonb, text, integer, integer, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, text, jsonb, uuid, uuid, bigint, text)
 CREATE FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_validate_row($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text)
 COMMENT ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) IS 'Deprecated name of boardreadyops_outbox_validate_row (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_dispatcher;
@@ -59,12 +65,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_control_plane_outbox(p_effect_t
 -- FUNCTION boardreadyops_check_execution_attempts(integer, text, bigint, timestamp with time zone, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_execution_attempt_validate_row($1, $2, $3, $4, $5, $6)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
 COMMENT ON FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) IS 'Deprecated name of boardreadyops_execution_attempt_validate_row (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_execution_attempts(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_dispatcher;
@@ -73,12 +81,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_execution_attempts(p_number int
 -- FUNCTION boardreadyops_check_release_runs(text, text, text, text, bigint, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_release_run_validate_row($1, $2, $3, $4, $5, $6, $7)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
 COMMENT ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) IS 'Deprecated name of boardreadyops_release_run_validate_row (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_dispatcher;
@@ -87,12 +97,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_release_runs(p_ref text, p_head
 -- FUNCTION boardreadyops_check_violation(text, text)
 CREATE FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) RETURNS boolean
     LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_row_rule_violation($1, $2)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_violation(p_table text, p_constraint text)
 COMMENT ON FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) IS 'Deprecated name of boardreadyops_row_rule_violation (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_violation(p_table text, p_constraint text)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_violation(p_table text, p_constraint text) TO boardreadyops_dispatcher;
@@ -101,12 +113,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_violation(p_table text, p_const
 -- FUNCTION boardreadyops_check_webhook_inbox(text, text, text, bigint, bigint, jsonb, bytea, text)
 CREATE FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_webhook_validate_row($1, $2, $3, $4, $5, $6, $7, $8)$_$;
 
 -- COMMENT FUNCTION boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
 COMMENT ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) IS 'Deprecated name of boardreadyops_webhook_validate_row (migration 00014), kept for the previous release''s binaries during a rolling upgrade.';
 
 -- ACL FUNCTION boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;
@@ -115,6 +129,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_check_webhook_inbox(p_delivery_id tex
 -- FUNCTION boardreadyops_claim_control_plane_jobs(text, integer, interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_claim_control_plane_jobs(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_jobs
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_claim($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_claim_control_plane_jobs(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone)
@@ -128,6 +143,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_claim_control_plane_jobs(p_worker tex
 -- FUNCTION boardreadyops_claim_control_plane_outbox(text, integer, interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_claim_control_plane_outbox(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_claim($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_claim_control_plane_outbox(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone)
@@ -141,6 +157,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_claim_control_plane_outbox(p_worker t
 -- FUNCTION boardreadyops_complete_check_run_complete(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_check_run_complete(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_complete_check_run_complete($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_check_run_complete(p_id bigint, p_worker text, p_now timestamp with time zone)
@@ -154,6 +171,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_check_run_complete(p_id bigi
 -- FUNCTION boardreadyops_complete_check_run_complete_batch(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_check_run_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_complete_check_run_complete_batch($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_check_run_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone)
@@ -167,6 +185,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_check_run_complete_batch(p_i
 -- FUNCTION boardreadyops_complete_check_run_create(bigint, text, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_complete_check_run_create($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone)
@@ -180,6 +199,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_check_run_create(p_id bigint
 -- FUNCTION boardreadyops_complete_control_plane_job(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_control_plane_job(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_complete($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_control_plane_job(p_id bigint, p_worker text, p_now timestamp with time zone)
@@ -193,6 +213,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_control_plane_job(p_id bigin
 -- FUNCTION boardreadyops_complete_control_plane_jobs(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_control_plane_jobs(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_complete_batch($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_control_plane_jobs(p_ids bigint[], p_worker text, p_now timestamp with time zone)
@@ -206,6 +227,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_control_plane_jobs(p_ids big
 -- FUNCTION boardreadyops_complete_workflow_dispatch(bigint, text, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone)
@@ -219,6 +241,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_complete_workflow_dispatch(p_id bigin
 -- FUNCTION boardreadyops_control_plane_job_stats(timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_control_plane_job_stats(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(available bigint, due bigint, leased bigint, retrying bigint, dead_letter bigint, oldest_available_age_seconds double precision)
     LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_stats($1)$_$;
 
 -- COMMENT FUNCTION boardreadyops_control_plane_job_stats(p_now timestamp with time zone)
@@ -233,6 +256,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_control_plane_job_stats(p_now timesta
 -- FUNCTION boardreadyops_control_plane_outbox_stats(timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_control_plane_outbox_stats(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(available bigint, due bigint, leased bigint, retrying bigint, dead_letter bigint, reconciliation_required bigint, oldest_available_age_seconds double precision)
     LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_stats($1)$_$;
 
 -- COMMENT FUNCTION boardreadyops_control_plane_outbox_stats(p_now timestamp with time zone)
@@ -247,6 +271,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_control_plane_outbox_stats(p_now time
 -- FUNCTION boardreadyops_create_release_run(bigint, bigint, text, text, text, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_release_run_create($1, $2, $3, $4, $5, $6, $7, $8)$_$;
 
 -- COMMENT FUNCTION boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
@@ -254,12 +279,12 @@ COMMENT ON FUNCTION public.boardreadyops_create_release_run(p_repository_id bigi
 
 -- ACL FUNCTION boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_create_release_run(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_dead_letter_control_plane_job(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_dead_letter_control_plane_job(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_dead_letter($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_dead_letter_control_plane_job(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone)
@@ -273,6 +298,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_dead_letter_control_plane_job(p_id bi
 -- FUNCTION boardreadyops_dead_letter_control_plane_outbox(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_dead_letter_control_plane_outbox(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_dead_letter($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_dead_letter_control_plane_outbox(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone)
@@ -286,6 +312,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_dead_letter_control_plane_outbox(p_id
 -- FUNCTION boardreadyops_dead_letter_installation_outbox(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_dead_letter_installation_outbox(p_installation_id bigint, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_dead_letter_installation($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_dead_letter_installation_outbox(p_installation_id bigint, p_reason text, p_now timestamp with time zone)
@@ -299,6 +326,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_dead_letter_installation_outbox(p_ins
 -- FUNCTION boardreadyops_defer_control_plane_job(bigint, text, timestamp with time zone, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_defer_control_plane_job(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_defer($1, $2, $3, $4, $5)$_$;
 
 -- COMMENT FUNCTION boardreadyops_defer_control_plane_job(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone)
@@ -312,6 +340,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_defer_control_plane_job(p_id bigint, 
 -- FUNCTION boardreadyops_defer_control_plane_outbox(bigint, text, timestamp with time zone, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_defer_control_plane_outbox(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_defer($1, $2, $3, $4, $5)$_$;
 
 -- COMMENT FUNCTION boardreadyops_defer_control_plane_outbox(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone)
@@ -325,6 +354,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_defer_control_plane_outbox(p_id bigin
 -- FUNCTION boardreadyops_enqueue_control_plane_outbox(text, uuid, uuid, bigint, jsonb, text, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text DEFAULT NULL::text, p_max_attempts integer DEFAULT 10, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_enqueue($1, $2, $3, $4, $5, $6, $7, $8)$_$;
 
 -- COMMENT FUNCTION boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone)
@@ -332,12 +362,12 @@ COMMENT ON FUNCTION public.boardreadyops_enqueue_control_plane_outbox(p_effect_t
 
 -- ACL FUNCTION boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_enqueue_control_plane_outbox(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_recover_control_plane_job_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_recover_control_plane_job_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, kind text, previous_owner text, status text)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_recover_leases($1, $2)$_$;
 
 -- COMMENT FUNCTION boardreadyops_recover_control_plane_job_leases(p_now timestamp with time zone, p_limit integer)
@@ -351,6 +381,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_recover_control_plane_job_leases(p_no
 -- FUNCTION boardreadyops_recover_control_plane_outbox_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_recover_control_plane_outbox_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, effect_type text, previous_owner text, status text)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_recover_leases($1, $2)$_$;
 
 -- COMMENT FUNCTION boardreadyops_recover_control_plane_outbox_leases(p_now timestamp with time zone, p_limit integer)
@@ -364,6 +395,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_recover_control_plane_outbox_leases(p
 -- FUNCTION boardreadyops_release_control_plane_job(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_control_plane_job(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_release($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_release_control_plane_job(p_id bigint, p_worker text, p_now timestamp with time zone)
@@ -377,6 +409,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_control_plane_job(p_id bigint
 -- FUNCTION boardreadyops_release_control_plane_outbox(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_control_plane_outbox(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_release($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_release_control_plane_outbox(p_id bigint, p_worker text, p_now timestamp with time zone)
@@ -390,6 +423,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_control_plane_outbox(p_id big
 -- FUNCTION boardreadyops_replay_control_plane_job(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_replay_control_plane_job(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS public.control_plane_jobs
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_replay($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_replay_control_plane_job(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone)
@@ -402,6 +436,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_replay_control_plane_job(p_id bigint,
 -- FUNCTION boardreadyops_replay_control_plane_outbox(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_replay_control_plane_outbox(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS public.control_plane_outbox
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_replay($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_replay_control_plane_outbox(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone)
@@ -414,6 +449,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_replay_control_plane_outbox(p_id bigi
 -- FUNCTION boardreadyops_require_control_plane_outbox_reconciliation(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_require_control_plane_outbox_reconciliation(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_require_reconciliation($1, $2, $3, $4)$_$;
 
 -- COMMENT FUNCTION boardreadyops_require_control_plane_outbox_reconciliation(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone)
@@ -427,6 +463,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_require_control_plane_outbox_reconcil
 -- FUNCTION boardreadyops_resolve_workflow_dispatch_reconciliation(bigint, text, bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_resolve_workflow_dispatch_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_resolve_reconciliation($1, $2, $3, $4, $5)$_$;
 
 -- COMMENT FUNCTION boardreadyops_resolve_workflow_dispatch_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone)
@@ -439,6 +476,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_resolve_workflow_dispatch_reconciliat
 -- FUNCTION boardreadyops_retry_control_plane_job(bigint, text, text, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_retry_control_plane_job(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_job_retry($1, $2, $3, $4, $5)$_$;
 
 -- COMMENT FUNCTION boardreadyops_retry_control_plane_job(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone)
@@ -452,6 +490,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_retry_control_plane_job(p_id bigint, 
 -- FUNCTION boardreadyops_retry_control_plane_outbox(bigint, text, text, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_retry_control_plane_outbox(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_retry($1, $2, $3, $4, $5)$_$;
 
 -- COMMENT FUNCTION boardreadyops_retry_control_plane_outbox(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone)
@@ -465,6 +504,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_retry_control_plane_outbox(p_id bigin
 -- FUNCTION boardreadyops_start_control_plane_outbox_delivery(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_start_control_plane_outbox_delivery(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_start_delivery($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_start_control_plane_outbox_delivery(p_id bigint, p_worker text, p_now timestamp with time zone)
@@ -478,6 +518,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_start_control_plane_outbox_delivery(p
 -- FUNCTION boardreadyops_start_control_plane_outbox_delivery_batch(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_start_control_plane_outbox_delivery_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_outbox_start_delivery_batch($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_start_control_plane_outbox_delivery_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone)
@@ -491,6 +532,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_start_control_plane_outbox_delivery_b
 -- FUNCTION boardreadyops_start_next_execution_attempt(uuid, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_start_next_execution_attempt(p_run_id uuid, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(attempt_id uuid, attempt_number integer, outbox_id bigint)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_execution_attempt_start_next($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_start_next_execution_attempt(p_run_id uuid, p_traceparent text, p_now timestamp with time zone)
@@ -504,6 +546,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_start_next_execution_attempt(p_run_id
 -- FUNCTION boardreadyops_sweep_control_plane_retention(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_sweep_control_plane_retention(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)
     LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$SELECT * FROM public.boardreadyops_retention_sweep($1, $2, $3)$_$;
 
 -- COMMENT FUNCTION boardreadyops_sweep_control_plane_retention(p_older_than interval, p_batch integer, p_now timestamp with time zone)

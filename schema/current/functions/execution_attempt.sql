@@ -2,17 +2,99 @@
 -- PostgreSQL 15 and dumped with pg_dump --schema-only. For reading and review only: the
 -- migrations are the only thing applied. Do not edit.
 
+-- FUNCTION boardreadyops_execution_attempt_finish(bigint, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, execution_attempt_id uuid, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    j public.control_plane_jobs;
+    i public.webhook_inbox;
+    run public.release_runs;
+    att public.execution_attempts;
+    v_full_name text;
+    v_workflow_run_id bigint;
+    v_conclusion text;
+    v_status text;
+    v_check text;
+    v_outbox bigint;
+BEGIN
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    j := public.boardreadyops_job_lock_leased(p_job_id, p_worker);
+    SELECT * INTO i FROM public.webhook_inbox WHERE id = j.inbox_id;
+    IF i.event IS DISTINCT FROM 'workflow_run' OR i.repository_id IS NULL THEN
+        RAISE EXCEPTION 'job % is not a workflow_run delivery of a repository', p_job_id USING ERRCODE = 'BR005';
+    END IF;
+    v_workflow_run_id := (i.payload -> 'workflow_run' ->> 'id')::bigint;
+    v_conclusion := coalesce(nullif(i.payload -> 'workflow_run' ->> 'conclusion', ''), 'unknown');
+
+    SELECT a.* INTO att
+    FROM public.execution_attempts a JOIN public.release_runs r ON r.id = a.release_run_id
+    WHERE a.workflow_run_id = v_workflow_run_id AND r.repository_id = i.repository_id
+    FOR UPDATE OF r, a SKIP LOCKED;
+    IF NOT FOUND THEN
+        RETURN QUERY SELECT 'unmatched'::text, NULL::uuid, NULL::uuid, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT * INTO run FROM public.release_runs r WHERE r.id = att.release_run_id;
+    IF i.action IS DISTINCT FROM 'completed' OR att.status <> 'running' THEN
+        RETURN QUERY SELECT 'ignored'::text, run.id, att.id, NULL::bigint;
+        RETURN;
+    END IF;
+
+    v_status := CASE v_conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END;
+    v_check := CASE v_conclusion WHEN 'success' THEN 'success' WHEN 'cancelled' THEN 'cancelled' ELSE 'failure' END;
+    UPDATE public.execution_attempts a
+    SET status = v_status, conclusion = left(v_conclusion, 64), completed_at = v_now, updated_at = v_now
+    WHERE a.id = att.id;
+    IF att.number = run.current_attempt AND run.status = 'running' THEN
+        UPDATE public.release_runs r SET status = v_status, completed_at = v_now, updated_at = v_now WHERE r.id = run.id;
+    END IF;
+    IF run.check_run_id IS NULL THEN
+        RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
+    v_outbox := public.boardreadyops_outbox_enqueue(
+        'github.check_run.complete', run.id, att.id, run.installation_id,
+        jsonb_build_object(
+            'release_run_id', run.id,
+            'execution_attempt_id', att.id,
+            'attempt_number', att.number,
+            'installation_id', run.installation_id,
+            'repository_full_name', v_full_name,
+            'check_run_id', run.check_run_id,
+            'name', p_check_run_name,
+            'conclusion', v_check,
+            'workflow_run_id', v_workflow_run_id,
+            'workflow_run_url', coalesce(i.payload -> 'workflow_run' ->> 'html_url', ''),
+            'title', format('Release %s', v_check),
+            'summary', format('Attempt %s: workflow %s run %s concluded %s.',
+                              att.number, run.workflow_file, v_workflow_run_id, v_conclusion)),
+        p_traceparent, 10, v_now);
+    RETURN QUERY SELECT 'completed'::text, run.id, att.id, v_outbox;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_execution_attempt_start_next(uuid, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id uuid, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(attempt_id uuid, attempt_number integer, outbox_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    run release_runs;
-    att execution_attempts;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    att public.execution_attempts;
 BEGIN
-    SELECT * INTO run FROM release_runs WHERE id = p_run_id FOR UPDATE;
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'release run % does not exist', p_run_id USING ERRCODE = 'BR006';
     END IF;
@@ -20,14 +102,14 @@ BEGIN
         RAISE EXCEPTION 'release run % is %, only a finished run is re-run', p_run_id, run.status
             USING ERRCODE = 'BR005';
     END IF;
-    INSERT INTO execution_attempts (release_run_id, number, status, created_at, updated_at)
+    INSERT INTO public.execution_attempts (release_run_id, number, status, created_at, updated_at)
     VALUES (run.id, run.current_attempt + 1, 'dispatching', v_now, v_now)
     RETURNING * INTO att;
-    UPDATE release_runs
+    UPDATE public.release_runs
     SET current_attempt = att.number, status = 'dispatching', completed_at = NULL, updated_at = v_now
     WHERE id = run.id;
     RETURN QUERY SELECT att.id, att.number,
-        boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+        public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
 END;
 $$;
 
@@ -39,6 +121,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id
 -- FUNCTION boardreadyops_execution_attempt_validate_row(integer, text, bigint, timestamp with time zone, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -74,6 +157,7 @@ END;
 $$;
 
 -- ACL FUNCTION boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_dispatcher;

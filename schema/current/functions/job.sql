@@ -5,10 +5,10 @@
 -- FUNCTION boardreadyops_job_claim(text, integer, interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_jobs
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -21,13 +21,13 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH due AS (
-        SELECT j.id FROM control_plane_jobs j
+        SELECT j.id FROM public.control_plane_jobs j
         WHERE j.status = 'available' AND j.available_at <= v_now
         ORDER BY j.available_at, j.id
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE control_plane_jobs j
+    UPDATE public.control_plane_jobs j
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = j.attempts + 1, updated_at = v_now
     FROM due
@@ -44,13 +44,13 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_claim(p_worker text, p_limit inte
 -- FUNCTION boardreadyops_job_complete(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_complete(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
-    PERFORM boardreadyops_job_lock_leased(p_id, p_worker);
-    UPDATE control_plane_jobs
+    PERFORM public.boardreadyops_job_lock_leased(p_id, p_worker);
+    UPDATE public.control_plane_jobs
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         updated_at = v_now
     WHERE id = p_id;
@@ -65,16 +65,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_complete(p_id bigint, p_worker te
 -- FUNCTION boardreadyops_job_complete_batch(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_count integer;
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 job ids per call' USING ERRCODE = '22023';
     END IF;
-    UPDATE control_plane_jobs
+    UPDATE public.control_plane_jobs
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL, updated_at = v_now
     -- lease_owner is set exactly when the job is leased (control_plane_jobs_lease_check), so this
     -- selects the caller's leased jobs without naming status: a `status = 'leased'` here matched
@@ -97,16 +97,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_complete_batch(p_ids bigint[], p_
 -- FUNCTION boardreadyops_job_dead_letter(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_dead_letter(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'dead-lettering needs an error description' USING ERRCODE = '22023';
     END IF;
-    PERFORM boardreadyops_job_lock_leased(p_id, p_worker);
-    UPDATE control_plane_jobs
+    PERFORM public.boardreadyops_job_lock_leased(p_id, p_worker);
+    UPDATE public.control_plane_jobs
     SET status = 'dead_letter', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
@@ -121,17 +121,17 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_dead_letter(p_id bigint, p_worker
 -- FUNCTION boardreadyops_job_defer(bigint, text, timestamp with time zone, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_defer(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_jobs;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_jobs;
 BEGIN
     IF p_until IS NULL OR p_until > v_now + interval '1 hour' THEN
         RAISE EXCEPTION 'defer time must be set and at most 1 hour ahead, got %', p_until USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_job_lock_leased(p_id, p_worker);
-    UPDATE control_plane_jobs
+    r := public.boardreadyops_job_lock_leased(p_id, p_worker);
+    UPDATE public.control_plane_jobs
     SET status = 'available', available_at = greatest(p_until, v_now), attempts = greatest(r.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, last_error = left(coalesce(p_reason, 'deferred'), 4096),
         updated_at = v_now
@@ -147,12 +147,12 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_defer(p_id bigint, p_worker text,
 -- FUNCTION boardreadyops_job_lock_leased(bigint, text)
 CREATE FUNCTION public.boardreadyops_job_lock_leased(p_id bigint, p_worker text) RETURNS public.control_plane_jobs
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    r control_plane_jobs;
+    r public.control_plane_jobs;
 BEGIN
-    SELECT * INTO r FROM control_plane_jobs WHERE id = p_id FOR UPDATE;
+    SELECT * INTO r FROM public.control_plane_jobs WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', p_id USING ERRCODE = 'BR006';
     END IF;
@@ -172,10 +172,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_lock_leased(p_id bigint, p_worker
 -- FUNCTION boardreadyops_job_recover_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_job_recover_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, kind text, previous_owner text, status text)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'recovery limit must be between 1 and 10000, got %', p_limit USING ERRCODE = '22023';
@@ -184,13 +184,13 @@ BEGIN
     WITH expired AS (
         SELECT j.id, j.lease_owner,
                CASE WHEN j.attempts >= j.max_attempts THEN 'dead_letter' ELSE 'available' END AS next_status
-        FROM control_plane_jobs j
+        FROM public.control_plane_jobs j
         WHERE j.status = 'leased' AND j.lease_expires_at <= v_now
         ORDER BY j.lease_expires_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE control_plane_jobs j
+    UPDATE public.control_plane_jobs j
     SET status = e.next_status,
         available_at = CASE WHEN e.next_status = 'available' THEN v_now ELSE j.available_at END,
         lease_owner = NULL, lease_expires_at = NULL,
@@ -213,14 +213,14 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_recover_leases(p_now timestamp wi
 -- FUNCTION boardreadyops_job_release(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_release(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_jobs;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_jobs;
 BEGIN
-    r := boardreadyops_job_lock_leased(p_id, p_worker);
-    UPDATE control_plane_jobs
+    r := public.boardreadyops_job_lock_leased(p_id, p_worker);
+    UPDATE public.control_plane_jobs
     SET status = 'available', available_at = v_now, attempts = greatest(r.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, updated_at = v_now
     WHERE id = p_id;
@@ -235,11 +235,11 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_release(p_id bigint, p_worker tex
 -- FUNCTION boardreadyops_job_replay(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_replay(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS public.control_plane_jobs
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_jobs;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_jobs;
 BEGIN
     IF p_operator IS NULL OR btrim(p_operator) = '' THEN
         RAISE EXCEPTION 'replay needs the operator''s identity' USING ERRCODE = '22023';
@@ -247,19 +247,19 @@ BEGIN
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'replay needs a reason' USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO r FROM control_plane_jobs WHERE id = p_id FOR UPDATE;
+    SELECT * INTO r FROM public.control_plane_jobs WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'job % does not exist', p_id USING ERRCODE = 'BR006';
     END IF;
     IF r.status <> 'dead_letter' THEN
         RAISE EXCEPTION 'job % is %, only dead letters can be replayed', p_id, r.status USING ERRCODE = 'BR003';
     END IF;
-    INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'job.replay', 'job', p_id, p_reason,
             jsonb_build_object('last_error', r.last_error, 'attempts', r.attempts), r.status, 'available');
-    UPDATE control_plane_jobs
+    UPDATE public.control_plane_jobs
     SET status = 'available', available_at = v_now, attempts = 0, updated_at = v_now
-    WHERE control_plane_jobs.id = p_id
+    WHERE public.control_plane_jobs.id = p_id
     RETURNING * INTO r;
     PERFORM pg_notify('boardreadyops_jobs', '');
     RETURN r;
@@ -273,19 +273,19 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_replay(p_id bigint, p_operator te
 -- FUNCTION boardreadyops_job_retry(bigint, text, text, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_retry(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_jobs;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_jobs;
     v_status text;
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'retry needs an error description' USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_job_lock_leased(p_id, p_worker);
+    r := public.boardreadyops_job_lock_leased(p_id, p_worker);
     v_status := CASE WHEN r.attempts >= r.max_attempts THEN 'dead_letter' ELSE 'available' END;
-    UPDATE control_plane_jobs
+    UPDATE public.control_plane_jobs
     SET status = v_status,
         available_at = CASE WHEN v_status = 'available' THEN greatest(coalesce(p_retry_at, v_now), v_now) ELSE available_at END,
         lease_owner = NULL, lease_expires_at = NULL,
@@ -306,16 +306,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_retry(p_id bigint, p_worker text,
 -- FUNCTION boardreadyops_job_stats(timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_job_stats(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(available bigint, due bigint, leased bigint, retrying bigint, dead_letter bigint, oldest_available_age_seconds double precision)
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT
-        (SELECT count(*) FROM control_plane_jobs WHERE status = 'available'),
-        (SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND available_at <= coalesce(p_now, now())),
-        (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased'),
-        (SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND attempts > 0),
-        (SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter'),
-        coalesce((SELECT extract(epoch FROM coalesce(p_now, now()) - min(available_at))::double precision
-                  FROM control_plane_jobs WHERE status = 'available' AND available_at <= coalesce(p_now, now())), 0);
+        (SELECT count(*) FROM public.control_plane_jobs WHERE status = 'available'),
+        (SELECT count(*) FROM public.control_plane_jobs WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)),
+        (SELECT count(*) FROM public.control_plane_jobs WHERE status = 'leased'),
+        (SELECT count(*) FROM public.control_plane_jobs WHERE status = 'available' AND attempts > 0),
+        (SELECT count(*) FROM public.control_plane_jobs WHERE status = 'dead_letter'),
+        coalesce((SELECT extract(epoch FROM public.boardreadyops_clock_now(p_now) - min(available_at))::double precision
+                  FROM public.control_plane_jobs WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)), 0);
 $$;
 
 -- ACL FUNCTION boardreadyops_job_stats(p_now timestamp with time zone)
@@ -327,6 +327,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_stats(p_now timestamp with time z
 -- FUNCTION boardreadyops_job_validate_row(text, text, integer, integer, text, timestamp with time zone, text, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -383,6 +384,7 @@ SET default_tablespace = '';
 SET default_table_access_method = heap;
 
 -- ACL FUNCTION boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_dispatcher;

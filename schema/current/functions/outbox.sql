@@ -5,17 +5,17 @@
 -- FUNCTION boardreadyops_outbox_advance_dispatched_attempt(public.control_plane_outbox, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone) RETURNS void
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    run release_runs;
-    att execution_attempts;
+    run public.release_runs;
+    att public.execution_attempts;
 BEGIN
     IF p_workflow_run_id IS NULL OR p_workflow_run_id <= 0 THEN
         RAISE EXCEPTION 'workflow run id must be positive, got %', p_workflow_run_id USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO run FROM release_runs WHERE id = r.release_run_id FOR UPDATE;
-    SELECT * INTO att FROM execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
+    SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
     IF run.status <> 'dispatching' OR att.status <> 'dispatching' OR att.number <> run.current_attempt
        OR att.workflow_run_id IS NOT NULL THEN
         RAISE EXCEPTION 'release run % attempt % cannot advance to running', run.id, att.number
@@ -23,14 +23,14 @@ BEGIN
                   DETAIL = format('run status %s (current attempt %s), attempt status %s, workflow run %s',
                                   run.status, run.current_attempt, att.status, coalesce(att.workflow_run_id::text, 'none'));
     END IF;
-    IF EXISTS (SELECT 1 FROM execution_attempts WHERE workflow_run_id = p_workflow_run_id) THEN
+    IF EXISTS (SELECT 1 FROM public.execution_attempts WHERE workflow_run_id = p_workflow_run_id) THEN
         RAISE EXCEPTION 'workflow run % already belongs to another execution attempt', p_workflow_run_id
             USING ERRCODE = 'BR005';
     END IF;
-    UPDATE execution_attempts
+    UPDATE public.execution_attempts
     SET status = 'running', workflow_run_id = p_workflow_run_id, dispatched_at = p_now, updated_at = p_now
     WHERE id = att.id;
-    UPDATE release_runs SET status = 'running', updated_at = p_now WHERE id = run.id;
+    UPDATE public.release_runs SET status = 'running', updated_at = p_now WHERE id = run.id;
 END;
 $$;
 
@@ -38,13 +38,57 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_block_installation(bigint, timestamp with time zone, interval, interval, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    r       public.github_installation_limits;
+    v_level integer;
+    v_until timestamptz;
+BEGIN
+    IF p_installation_id IS NULL OR p_installation_id <= 0 THEN
+        RAISE EXCEPTION 'installation id must be positive' USING ERRCODE = '22023';
+    END IF;
+    IF p_backoff IS NULL OR p_max_backoff IS NULL OR p_backoff < interval '1 millisecond' OR p_max_backoff < p_backoff
+       OR p_max_backoff > interval '1 day' THEN
+        RAISE EXCEPTION 'backoff must be positive and at most its cap (at most a day), got % and %', p_backoff, p_max_backoff
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_until IS NOT NULL AND p_until > v_now + interval '1 day' THEN
+        RAISE EXCEPTION 'a rate-limit block ends within a day, got %', p_until USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO public.github_installation_limits (installation_id, updated_at) VALUES (p_installation_id, v_now)
+    ON CONFLICT (installation_id) DO NOTHING;
+    SELECT * INTO r FROM public.github_installation_limits WHERE installation_id = p_installation_id FOR UPDATE;
+    v_level := CASE WHEN r.blocked_until IS NULL OR r.blocked_until < v_now - p_max_backoff THEN 0 ELSE r.backoff_level END;
+    v_until := coalesce(p_until,
+        v_now + least(p_backoff * power(2, v_level), p_max_backoff) * (0.9 + 0.2 * random()));
+    v_until := greatest(v_until, r.blocked_until);
+    UPDATE public.github_installation_limits
+    SET blocked_until = v_until, backoff_level = least(v_level + 1, 20), updated_at = v_now
+    WHERE installation_id = p_installation_id;
+    UPDATE public.control_plane_outbox
+    SET available_at = v_until, updated_at = v_now
+    WHERE status = 'available' AND installation_id = p_installation_id AND available_at < v_until;
+    RETURN v_until;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_claim(text, integer, interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -57,13 +101,15 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH due AS (
-        SELECT o.id FROM control_plane_outbox o
+        SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT EXISTS (SELECT 1 FROM public.github_installation_limits l
+                          WHERE l.installation_id = o.installation_id AND l.blocked_until > v_now)
         ORDER BY o.available_at, o.id
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF o SKIP LOCKED
     )
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = o.attempts + 1, updated_at = v_now,
         delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
@@ -78,17 +124,116 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit 
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_claim_paced(text, integer, interval, integer, interval, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now           timestamptz := public.boardreadyops_clock_now(p_now);
+    v_ids           bigint[];
+    v_installations bigint[];
+    v_distinct      bigint[];
+BEGIN
+    IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'claim limit must be between 1 and 1000, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
+        RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
+    END IF;
+    IF p_per_installation IS NULL OR p_per_installation NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'per-installation limit must be between 1 and 1000, got %', p_per_installation USING ERRCODE = '22023';
+    END IF;
+    IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
+        RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
+    END IF;
+
+    SELECT array_agg(c.id ORDER BY c.available_at, c.id), array_agg(c.installation_id ORDER BY c.available_at, c.id)
+    INTO v_ids, v_installations
+    FROM (
+        SELECT o.id, o.installation_id, o.available_at FROM public.control_plane_outbox o
+        WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT EXISTS (
+              SELECT 1 FROM public.github_installation_limits l
+              WHERE l.installation_id = o.installation_id
+                AND (l.blocked_until > v_now OR l.next_allowed_at > v_now
+                     OR (l.in_flight >= p_per_installation AND l.in_flight_expires_at > v_now)))
+        ORDER BY o.available_at, o.id
+        LIMIT least(4 * p_limit, 4000)
+    ) c;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    v_distinct := ARRAY(SELECT DISTINCT i FROM unnest(v_installations) i ORDER BY i);
+    -- An installation's first claim creates its row (in key order: concurrent claims creating
+    -- the same rows wait for each other instead of deadlocking); for a known one the conflict
+    -- check is one index probe and nothing is written.
+    INSERT INTO public.github_installation_limits (installation_id, updated_at)
+    SELECT i, v_now FROM unnest(v_distinct) i
+    ON CONFLICT (installation_id) DO NOTHING;
+
+    RETURN QUERY
+    WITH gate AS (
+        SELECT l.installation_id,
+               p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
+        FROM public.github_installation_limits l
+        WHERE l.installation_id = ANY (v_distinct)
+          AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
+          AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
+          AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
+        FOR UPDATE SKIP LOCKED
+    ), ranked AS (
+        SELECT c.id, c.ord, g.room, row_number() OVER (PARTITION BY c.installation_id ORDER BY c.ord) AS rn
+        FROM unnest(v_ids, v_installations) WITH ORDINALITY AS c(id, installation_id, ord)
+        JOIN gate g ON g.installation_id = c.installation_id
+    ), picked AS (
+        SELECT r.id FROM ranked r
+        WHERE r.rn <= CASE WHEN p_mutation_interval > interval '0' THEN least(r.room, 1) ELSE r.room END
+        ORDER BY r.ord
+        LIMIT p_limit
+    ), chosen AS (
+        SELECT o.id, o.installation_id FROM public.control_plane_outbox o
+        JOIN picked p ON p.id = o.id
+        WHERE o.status = 'available' AND o.available_at <= v_now
+        FOR UPDATE OF o SKIP LOCKED
+    ), paced AS (
+        UPDATE public.github_installation_limits l
+        SET in_flight = CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END + n.n,
+            in_flight_expires_at = v_now + p_lease,
+            next_allowed_at = CASE WHEN p_mutation_interval > interval '0' THEN v_now + p_mutation_interval ELSE l.next_allowed_at END,
+            updated_at = v_now
+        FROM (SELECT installation_id, count(*)::integer AS n FROM chosen GROUP BY installation_id) n
+        WHERE l.installation_id = n.installation_id
+    )
+    UPDATE public.control_plane_outbox o
+    SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
+        attempts = o.attempts + 1, updated_at = v_now,
+        delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
+    FROM chosen
+    WHERE o.id = chosen.id
+    RETURNING o.*;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_complete_check_run_complete(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_check_run_complete(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.check_run.complete');
-    UPDATE control_plane_outbox
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.check_run.complete');
+    UPDATE public.control_plane_outbox
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('check_run_id', r.payload -> 'check_run_id'), last_error = NULL,
         updated_at = v_now
@@ -104,16 +249,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_complete(p_
 -- FUNCTION boardreadyops_outbox_complete_check_run_complete_batch(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_check_run_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 outbox ids per call' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('check_run_id', o.payload -> 'check_run_id'), last_error = NULL,
         updated_at = v_now
@@ -130,42 +275,42 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_complete_ba
 -- FUNCTION boardreadyops_outbox_complete_check_run_create(bigint, text, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r   control_plane_outbox;
-    run release_runs;
-    att execution_attempts;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r   public.control_plane_outbox;
+    run public.release_runs;
+    att public.execution_attempts;
     v_dispatch_id bigint;
 BEGIN
     IF p_check_run_id IS NULL OR p_check_run_id <= 0 THEN
         RAISE EXCEPTION 'check run id must be positive, got %', p_check_run_id USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.check_run.create');
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.check_run.create');
 
-    SELECT * INTO run FROM release_runs WHERE id = r.release_run_id FOR UPDATE;
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     IF run.check_run_id IS NOT NULL AND run.check_run_id <> p_check_run_id THEN
         RAISE EXCEPTION 'release run % already has check run %, not %', run.id, run.check_run_id, p_check_run_id
             USING ERRCODE = 'BR005';
     END IF;
 
     IF run.status = 'check_pending' THEN
-        UPDATE execution_attempts SET status = 'dispatching', updated_at = v_now
+        UPDATE public.execution_attempts SET status = 'dispatching', updated_at = v_now
         WHERE release_run_id = run.id AND number = run.current_attempt AND status = 'pending'
         RETURNING * INTO att;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'release run %: attempt % is not pending', run.id, run.current_attempt
                 USING ERRCODE = 'BR005';
         END IF;
-        UPDATE release_runs SET check_run_id = p_check_run_id, status = 'dispatching', updated_at = v_now
+        UPDATE public.release_runs SET check_run_id = p_check_run_id, status = 'dispatching', updated_at = v_now
         WHERE id = run.id;
-        v_dispatch_id := boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, r.traceparent, v_now);
+        v_dispatch_id := public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, r.traceparent, v_now);
     ELSE
-        UPDATE release_runs SET check_run_id = p_check_run_id, updated_at = v_now WHERE id = run.id;
+        UPDATE public.release_runs SET check_run_id = p_check_run_id, updated_at = v_now WHERE id = run.id;
     END IF;
 
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('check_run_id', p_check_run_id), last_error = NULL, updated_at = v_now
     WHERE id = p_id;
@@ -181,18 +326,18 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_create(p_id
 -- FUNCTION boardreadyops_outbox_complete_workflow_dispatch(bigint, text, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
     IF r.delivery_started_at IS NULL THEN
         RAISE EXCEPTION 'outbox record %: delivery was never started', p_id USING ERRCODE = 'BR003';
     END IF;
-    PERFORM boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, v_now);
-    UPDATE control_plane_outbox
+    PERFORM public.boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, v_now);
+    UPDATE public.control_plane_outbox
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('workflow_run_id', p_workflow_run_id), last_error = NULL, updated_at = v_now
     WHERE id = p_id;
@@ -207,16 +352,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_i
 -- FUNCTION boardreadyops_outbox_dead_letter(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_dead_letter(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'dead-lettering needs an error description' USING ERRCODE = '22023';
     END IF;
-    PERFORM boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    UPDATE control_plane_outbox
+    PERFORM public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    UPDATE public.control_plane_outbox
     SET status = 'dead_letter', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
@@ -231,7 +376,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_dead_letter(p_id bigint, p_wor
 -- FUNCTION boardreadyops_outbox_dead_letter_installation(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_dead_letter_installation(p_installation_id bigint, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
     v_count bigint;
@@ -239,8 +384,8 @@ BEGIN
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'dead-lettering needs a reason' USING ERRCODE = '22023';
     END IF;
-    UPDATE control_plane_outbox
-    SET status = 'dead_letter', last_error = left(p_reason, 4096), updated_at = coalesce(p_now, now())
+    UPDATE public.control_plane_outbox
+    SET status = 'dead_letter', last_error = left(p_reason, 4096), updated_at = public.boardreadyops_clock_now(p_now)
     WHERE installation_id = p_installation_id AND status = 'available';
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
@@ -255,17 +400,17 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_dead_letter_installation(p_ins
 -- FUNCTION boardreadyops_outbox_defer(bigint, text, timestamp with time zone, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
     IF p_until IS NULL OR p_until > v_now + interval '2 hours' THEN
         RAISE EXCEPTION 'defer time must be set and at most 2 hours ahead, got %', p_until USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    UPDATE control_plane_outbox
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    UPDATE public.control_plane_outbox
     SET status = 'available', available_at = greatest(p_until, v_now),
         attempts = greatest(r.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
@@ -282,13 +427,13 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker te
 -- FUNCTION boardreadyops_outbox_enqueue(text, uuid, uuid, bigint, jsonb, text, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text DEFAULT NULL::text, p_max_attempts integer DEFAULT 10, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_id  bigint;
 BEGIN
-    INSERT INTO control_plane_outbox (
+    INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
     VALUES (
@@ -304,26 +449,25 @@ $$;
 
 -- ACL FUNCTION boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text, p_max_attempts integer, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_enqueue_attempt_dispatch(uuid, uuid, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    run  release_runs;
-    att  execution_attempts;
-    repo repositories;
+    run  public.release_runs;
+    att  public.execution_attempts;
+    repo public.repositories;
 BEGIN
-    SELECT * INTO run FROM release_runs WHERE id = p_run_id;
-    SELECT * INTO att FROM execution_attempts WHERE id = p_attempt_id AND release_run_id = p_run_id;
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id;
+    SELECT * INTO att FROM public.execution_attempts WHERE id = p_attempt_id AND release_run_id = p_run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'release run % has no attempt %', p_run_id, p_attempt_id USING ERRCODE = 'BR006';
     END IF;
-    SELECT * INTO repo FROM repositories WHERE id = run.repository_id;
-    RETURN boardreadyops_outbox_enqueue(
+    SELECT * INTO repo FROM public.repositories WHERE id = run.repository_id;
+    RETURN public.boardreadyops_outbox_enqueue(
         'github.workflow.dispatch', run.id, att.id, run.installation_id,
         jsonb_build_object(
             'release_run_id', run.id,
@@ -344,15 +488,126 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_fence_close(text)
+CREATE FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'closing the fence needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    UPDATE public.restore_fences SET closed_at = now(), closed_by = p_operator WHERE closed_at IS NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_fence_close(p_operator text)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_fence_restored(timestamp with time zone, text, text)
+CREATE FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) RETURNS TABLE(id bigint, release_run_id uuid, execution_attempt_id uuid, created_at timestamp with time zone, from_status text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := now();
+BEGIN
+    IF p_since IS NULL THEN
+        RAISE EXCEPTION 'the fence needs the start of its window' USING ERRCODE = '22023';
+    END IF;
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'the fence needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'the fence needs a reason' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO public.restore_fences (window_start, fenced_at, operator, reason) VALUES (p_since, v_now, p_operator, p_reason);
+    RETURN QUERY
+    WITH fenced AS (
+        SELECT o.id, o.status FROM public.control_plane_outbox o
+        WHERE o.effect_type = 'github.workflow.dispatch' AND o.status IN ('available', 'leased')
+          AND o.created_at >= p_since
+        ORDER BY o.id
+        FOR UPDATE
+    ), moved AS (
+        UPDATE public.control_plane_outbox o
+        SET status = 'reconciliation_required', lease_owner = NULL, lease_expires_at = NULL,
+            delivery_started_at = coalesce(o.delivery_started_at, p_since),
+            last_error = left('restore fence: may have been sent after the restore point (' || p_reason || ')', 4096),
+            updated_at = v_now
+        FROM fenced f WHERE o.id = f.id
+        RETURNING o.id, o.release_run_id, o.execution_attempt_id, o.created_at, f.status AS from_status
+    ), audited AS (
+        INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+        SELECT v_now, p_operator, 'outbox.restore_fence', 'outbox', m.id, p_reason,
+               jsonb_build_object('since', p_since, 'created_at', m.created_at), m.from_status, 'reconciliation_required'
+        FROM moved m
+    )
+    SELECT m.id, m.release_run_id, m.execution_attempt_id, m.created_at, m.from_status FROM moved m ORDER BY m.id;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_fence_restored(p_since timestamp with time zone, p_operator text, p_reason text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_hold_fenced_dispatch()
+CREATE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_window timestamptz;
+BEGIN
+    SELECT f.window_start INTO v_window FROM public.restore_fences f WHERE f.closed_at IS NULL ORDER BY f.id DESC LIMIT 1;
+    IF FOUND THEN
+        NEW.status := 'reconciliation_required';
+        NEW.delivery_started_at := v_window;
+        NEW.last_error := 'restore fence open since ' || v_window::text
+            || ': this release may have been dispatched before the restore under other ids; inspect and resolve';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_hold_fenced_dispatch()
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch() FROM PUBLIC;
+
+-- FUNCTION boardreadyops_outbox_limit_stats(integer, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(lowest_remaining_fraction double precision, blocked bigint, paced bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT min(l.budget_remaining::double precision / nullif(l.budget_limit, 0))
+               FILTER (WHERE l.budget_reset_at > public.boardreadyops_clock_now(p_now)),
+           count(*) FILTER (WHERE l.blocked_until > public.boardreadyops_clock_now(p_now)),
+           count(*) FILTER (WHERE (l.blocked_until IS NULL OR l.blocked_until <= public.boardreadyops_clock_now(p_now))
+                              AND (l.next_allowed_at > public.boardreadyops_clock_now(p_now)
+                                   OR (l.in_flight >= coalesce(p_per_installation, 1)
+                                       AND l.in_flight_expires_at > public.boardreadyops_clock_now(p_now))))
+    FROM public.github_installation_limits l;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone) TO boardreadyops_admin;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_limit_stats(p_per_installation integer, p_now timestamp with time zone) TO boardreadyops_operator;
+
 -- FUNCTION boardreadyops_outbox_lock_leased(bigint, text, text)
 CREATE FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) RETURNS public.control_plane_outbox
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    r control_plane_outbox;
+    r public.control_plane_outbox;
 BEGIN
-    SELECT * INTO r FROM control_plane_outbox WHERE id = p_id FOR UPDATE;
+    SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'outbox record % does not exist', p_id USING ERRCODE = 'BR006';
     END IF;
@@ -373,13 +628,60 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamp with time zone[], timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+BEGIN
+    IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000
+       OR cardinality(p_limits) IS DISTINCT FROM cardinality(p_installation_ids)
+       OR cardinality(p_remaining) IS DISTINCT FROM cardinality(p_installation_ids)
+       OR cardinality(p_resets) IS DISTINCT FROM cardinality(p_installation_ids) THEN
+        RAISE EXCEPTION 'up to 10000 budgets per call, one limit, remaining and reset each' USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO public.github_installation_limits (installation_id, updated_at)
+    SELECT DISTINCT i, v_now FROM unnest(p_installation_ids) i
+    WHERE i > 0 AND NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
+    ORDER BY i
+    ON CONFLICT (installation_id) DO NOTHING;
+    RETURN QUERY
+    WITH b AS (
+        SELECT DISTINCT ON (x.id) x.id, x.lim, x.rem, x.reset
+        FROM unnest(p_installation_ids, p_limits, p_remaining, p_resets) AS x(id, lim, rem, reset)
+        WHERE x.id > 0 AND x.lim >= 0 AND x.rem >= 0
+        ORDER BY x.id, x.reset DESC NULLS LAST, x.rem
+    ), locked AS (
+        SELECT l.installation_id FROM public.github_installation_limits l
+        WHERE l.installation_id IN (SELECT id FROM b)
+        ORDER BY l.installation_id
+        FOR UPDATE
+    )
+    UPDATE public.github_installation_limits l
+    SET budget_limit = b.lim, budget_remaining = b.rem, budget_reset_at = b.reset,
+        blocked_until = CASE WHEN b.rem = 0 AND b.reset > v_now AND b.reset <= v_now + interval '2 hours'
+                             THEN greatest(l.blocked_until, b.reset) ELSE l.blocked_until END,
+        updated_at = v_now
+    FROM b, locked
+    WHERE l.installation_id = b.id AND locked.installation_id = b.id
+    RETURNING l.installation_id;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_recover_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, effect_type text, previous_owner text, status text)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'recovery limit must be between 1 and 10000, got %', p_limit USING ERRCODE = '22023';
@@ -393,13 +695,13 @@ BEGIN
                    WHEN o.attempts >= o.max_attempts THEN 'dead_letter'
                    ELSE 'available'
                END AS next_status
-        FROM control_plane_outbox o
+        FROM public.control_plane_outbox o
         WHERE o.status = 'leased' AND o.lease_expires_at <= v_now
         ORDER BY o.lease_expires_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
     )
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET status = e.next_status,
         available_at = CASE WHEN e.next_status = 'available' THEN v_now ELSE o.available_at END,
         delivery_started_at = CASE WHEN e.next_status = 'reconciliation_required' THEN o.delivery_started_at END,
@@ -427,18 +729,18 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp
 -- FUNCTION boardreadyops_outbox_release(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_release(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     IF r.effect_type = 'github.workflow.dispatch' AND r.delivery_started_at IS NOT NULL THEN
         RAISE EXCEPTION 'outbox record %: a workflow dispatch whose delivery started cannot be released', p_id
             USING ERRCODE = 'BR003', HINT = 'complete it, or require reconciliation';
     END IF;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = 'available', available_at = v_now, attempts = greatest(r.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL, updated_at = v_now
     WHERE id = p_id;
@@ -450,14 +752,51 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_release(p_id bigint, p_worker
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_release(p_id bigint, p_worker text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_release(p_id bigint, p_worker text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_release_installation_batch(bigint[], interval, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_release_installation_batch(p_installation_ids bigint[], p_mutation_interval interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    v_id  bigint;
+    v_n   integer;
+BEGIN
+    IF p_installation_ids IS NULL OR cardinality(p_installation_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 installation ids per call' USING ERRCODE = '22023';
+    END IF;
+    IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
+        RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
+    END IF;
+    -- One keyed update per installation, in key order: a set-based join was planned as a scan
+    -- of the whole table once it held a few thousand installations.
+    FOR v_id, v_n IN SELECT i, count(*)::integer FROM unnest(p_installation_ids) i GROUP BY i ORDER BY i LOOP
+        UPDATE public.github_installation_limits l
+        SET in_flight = greatest(CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END - v_n, 0),
+            next_allowed_at = CASE WHEN p_mutation_interval > interval '0'
+                                   THEN greatest(l.next_allowed_at, v_now + p_mutation_interval) ELSE l.next_allowed_at END,
+            updated_at = v_now
+        WHERE l.installation_id = v_id;
+        IF FOUND THEN
+            RETURN NEXT v_id;
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_release_installation_batch(p_installation_ids bigint[], p_mutation_interval interval, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_release_installation_batch(p_installation_ids bigint[], p_mutation_interval interval, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_release_installation_batch(p_installation_ids bigint[], p_mutation_interval interval, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_release_installation_batch(p_installation_ids bigint[], p_mutation_interval interval, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_replay(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_replay(p_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
     IF p_operator IS NULL OR btrim(p_operator) = '' THEN
         RAISE EXCEPTION 'replay needs the operator''s identity' USING ERRCODE = '22023';
@@ -465,7 +804,7 @@ BEGIN
     IF p_reason IS NULL OR btrim(p_reason) = '' THEN
         RAISE EXCEPTION 'replay needs a reason' USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO r FROM control_plane_outbox WHERE id = p_id FOR UPDATE;
+    SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'outbox record % does not exist', p_id USING ERRCODE = 'BR006';
     END IF;
@@ -481,12 +820,12 @@ BEGIN
         RAISE EXCEPTION 'outbox record % is %, only dead letters can be replayed', p_id, r.status
             USING ERRCODE = 'BR003';
     END IF;
-    INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'outbox.replay', 'outbox', p_id, p_reason,
             jsonb_build_object('last_error', r.last_error, 'attempts', r.attempts), r.status, 'available');
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = 'available', available_at = v_now, attempts = 0, delivery_started_at = NULL, updated_at = v_now
-    WHERE control_plane_outbox.id = p_id
+    WHERE public.control_plane_outbox.id = p_id
     RETURNING * INTO r;
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN r;
@@ -500,21 +839,21 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_replay(p_id bigint, p_operator
 -- FUNCTION boardreadyops_outbox_require_reconciliation(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_require_reconciliation(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'reconciliation needs an error description' USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
     IF r.delivery_started_at IS NULL THEN
         RAISE EXCEPTION 'outbox record %: delivery never started, so it cannot need reconciliation', p_id
             USING ERRCODE = 'BR003', HINT = 'retry it instead';
     END IF;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = 'reconciliation_required', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
@@ -529,11 +868,11 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_require_reconciliation(p_id bi
 -- FUNCTION boardreadyops_outbox_resolve_reconciliation(bigint, text, bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_resolve_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
     v_generation integer;
     v_new_id bigint;
 BEGIN
@@ -543,7 +882,7 @@ BEGIN
     IF p_evidence IS NULL OR btrim(p_evidence) = '' THEN
         RAISE EXCEPTION 'resolution needs evidence of what GitHub did' USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO r FROM control_plane_outbox WHERE id = p_id FOR UPDATE;
+    SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'outbox record % does not exist', p_id USING ERRCODE = 'BR006';
     END IF;
@@ -556,12 +895,12 @@ BEGIN
     END IF;
 
     IF p_workflow_run_id IS NOT NULL THEN
-        PERFORM boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, v_now);
-        UPDATE control_plane_outbox
+        PERFORM public.boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, v_now);
+        UPDATE public.control_plane_outbox
         SET status = 'completed', completed_at = v_now, updated_at = v_now,
             result = jsonb_build_object('workflow_run_id', p_workflow_run_id, 'resolution', 'repair')
         WHERE id = p_id;
-        INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+        INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
         VALUES (v_now, p_operator, 'outbox.reconciliation.repair', 'outbox', p_id, p_evidence,
                 jsonb_build_object('workflow_run_id', p_workflow_run_id, 'delivery_started_at', r.delivery_started_at,
                                    'last_error', r.last_error),
@@ -570,9 +909,9 @@ BEGIN
     END IF;
 
     SELECT max(o.generation) + 1 INTO v_generation
-    FROM control_plane_outbox o
+    FROM public.control_plane_outbox o
     WHERE o.effect_type = 'github.workflow.dispatch' AND o.execution_attempt_id = r.execution_attempt_id;
-    INSERT INTO control_plane_outbox (
+    INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, generation, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
     VALUES (
@@ -581,11 +920,11 @@ BEGIN
         v_generation, r.payload, r.max_attempts, v_now,
         r.release_run_id, r.execution_attempt_id, r.installation_id, r.traceparent, v_now, v_now)
     RETURNING id INTO v_new_id;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = 'completed', completed_at = v_now, superseded_by = v_new_id, updated_at = v_now,
         result = jsonb_build_object('superseded_by', v_new_id, 'resolution', 'supersede')
     WHERE id = p_id;
-    INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'outbox.reconciliation.supersede', 'outbox', p_id, p_evidence,
             jsonb_build_object('superseded_by', v_new_id, 'delivery_started_at', r.delivery_started_at,
                                'last_error', r.last_error),
@@ -602,19 +941,19 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_resolve_reconciliation(p_id bi
 -- FUNCTION boardreadyops_outbox_retry(bigint, text, text, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_retry(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
     v_status text;
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'retry needs an error description' USING ERRCODE = '22023';
     END IF;
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     v_status := CASE WHEN r.attempts >= r.max_attempts THEN 'dead_letter' ELSE 'available' END;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET status = v_status,
         available_at = CASE WHEN v_status = 'available' THEN greatest(coalesce(p_retry_at, v_now), v_now) ELSE available_at END,
         lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
@@ -635,18 +974,18 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_retry(p_id bigint, p_worker te
 -- FUNCTION boardreadyops_outbox_start_delivery(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_start_delivery(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
-    r control_plane_outbox;
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
 BEGIN
-    r := boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     IF r.lease_expires_at <= v_now THEN
         RAISE EXCEPTION 'outbox record %: lease of worker % expired at %', p_id, p_worker, r.lease_expires_at
             USING ERRCODE = 'BR001';
     END IF;
-    UPDATE control_plane_outbox
+    UPDATE public.control_plane_outbox
     SET delivery_started_at = coalesce(delivery_started_at, v_now), updated_at = v_now
     WHERE id = p_id
     RETURNING delivery_started_at INTO r.delivery_started_at;
@@ -662,16 +1001,16 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_start_delivery(p_id bigint, p_
 -- FUNCTION boardreadyops_outbox_start_delivery_batch(bigint[], text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_start_delivery_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_ids IS NULL OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 outbox ids per call' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    UPDATE control_plane_outbox o
+    UPDATE public.control_plane_outbox o
     SET delivery_started_at = coalesce(o.delivery_started_at, v_now), updated_at = v_now
     WHERE o.id = ANY(p_ids) AND o.lease_owner = p_worker AND o.lease_expires_at > v_now
     RETURNING o.id;
@@ -686,17 +1025,17 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_start_delivery_batch(p_ids big
 -- FUNCTION boardreadyops_outbox_stats(timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(available bigint, due bigint, leased bigint, retrying bigint, dead_letter bigint, reconciliation_required bigint, oldest_available_age_seconds double precision)
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'available'),
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND available_at <= coalesce(p_now, now())),
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased'),
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND attempts > 0),
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter'),
-        (SELECT count(*) FROM control_plane_outbox WHERE status = 'reconciliation_required'),
-        coalesce((SELECT extract(epoch FROM coalesce(p_now, now()) - min(available_at))::double precision
-                  FROM control_plane_outbox WHERE status = 'available' AND available_at <= coalesce(p_now, now())), 0);
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available'),
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)),
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'leased'),
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available' AND attempts > 0),
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'dead_letter'),
+        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'reconciliation_required'),
+        coalesce((SELECT extract(epoch FROM public.boardreadyops_clock_now(p_now) - min(available_at))::double precision
+                  FROM public.control_plane_outbox WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)), 0);
 $$;
 
 -- ACL FUNCTION boardreadyops_outbox_stats(p_now timestamp with time zone)
@@ -708,6 +1047,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with tim
 -- FUNCTION boardreadyops_outbox_validate_row(text, text, integer, jsonb, text, integer, integer, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, text, jsonb, uuid, uuid, bigint, text)
 CREATE FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -797,6 +1137,7 @@ END;
 $_$;
 
 -- ACL FUNCTION boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) TO boardreadyops_dispatcher;

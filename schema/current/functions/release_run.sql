@@ -5,26 +5,26 @@
 -- FUNCTION boardreadyops_release_run_create(bigint, bigint, text, text, text, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_run uuid;
     v_full_name text;
 BEGIN
     IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
     END IF;
-    INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
+    INSERT INTO public.release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
     VALUES (p_repository_id, p_installation_id, p_ref, p_head_sha, p_workflow_file, 'check_pending', v_now, v_now)
     ON CONFLICT ON CONSTRAINT release_runs_identity_key DO NOTHING
     RETURNING id INTO v_run;
     IF v_run IS NULL THEN
         RETURN NULL;
     END IF;
-    INSERT INTO execution_attempts (release_run_id, number, created_at, updated_at) VALUES (v_run, 1, v_now, v_now);
-    SELECT full_name INTO v_full_name FROM repositories WHERE id = p_repository_id;
-    PERFORM boardreadyops_outbox_enqueue(
+    INSERT INTO public.execution_attempts (release_run_id, number, created_at, updated_at) VALUES (v_run, 1, v_now, v_now);
+    SELECT full_name INTO v_full_name FROM public.repositories WHERE id = p_repository_id;
+    PERFORM public.boardreadyops_outbox_enqueue(
         'github.check_run.create', v_run, NULL, p_installation_id,
         jsonb_build_object(
             'release_run_id', v_run,
@@ -43,12 +43,76 @@ $$;
 
 -- ACL FUNCTION boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_create_from_push(bigint, text, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    j public.control_plane_jobs;
+    i public.webhook_inbox;
+    repo public.repositories;
+    v_workflow_file text;
+    v_ref text;
+    v_sha text;
+    v_run uuid;
+BEGIN
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    j := public.boardreadyops_job_lock_leased(p_job_id, p_worker);
+    SELECT * INTO i FROM public.webhook_inbox WHERE id = j.inbox_id;
+    IF i.event IS DISTINCT FROM 'push' OR i.installation_id IS NULL OR i.repository_id IS NULL THEN
+        RAISE EXCEPTION 'job % is not a push delivery of a repository', p_job_id USING ERRCODE = 'BR005';
+    END IF;
+    v_ref := i.payload -> 'push' ->> 'ref';
+    v_sha := i.payload -> 'push' ->> 'after';
+    -- A repository recorded under another installation (or not at all) gets no run: its
+    -- installation_repositories change has not been applied yet, or the job is not what it seems.
+    SELECT * INTO repo FROM public.repositories WHERE id = i.repository_id;
+    IF NOT FOUND OR repo.installation_id <> i.installation_id THEN
+        RETURN NULL;
+    END IF;
+    SELECT s.workflow_file INTO v_workflow_file FROM public.repository_release_settings s WHERE s.repository_id = repo.id;
+    v_workflow_file := coalesce(v_workflow_file, p_default_workflow_file);
+
+    INSERT INTO public.release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
+    VALUES (repo.id, i.installation_id, v_ref, v_sha, v_workflow_file, 'check_pending', v_now, v_now)
+    ON CONFLICT ON CONSTRAINT release_runs_identity_key DO NOTHING
+    RETURNING id INTO v_run;
+    IF v_run IS NULL THEN
+        RETURN NULL;
+    END IF;
+    INSERT INTO public.execution_attempts (release_run_id, number, created_at, updated_at) VALUES (v_run, 1, v_now, v_now);
+    PERFORM public.boardreadyops_outbox_enqueue(
+        'github.check_run.create', v_run, NULL, i.installation_id,
+        jsonb_build_object(
+            'release_run_id', v_run,
+            'installation_id', i.installation_id,
+            'repository_id', repo.id,
+            'repository_full_name', repo.full_name,
+            'head_sha', v_sha,
+            'ref', v_ref,
+            'tag', substr(v_ref, length('refs/tags/') + 1),
+            'name', p_check_run_name,
+            'external_id', v_run),
+        p_traceparent, 10, v_now);
+    RETURN v_run;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_release_run_validate_row(text, text, text, text, bigint, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -90,6 +154,7 @@ END;
 $_$;
 
 -- ACL FUNCTION boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_dispatcher;

@@ -5,10 +5,10 @@
 -- FUNCTION boardreadyops_retention_sweep(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_retention_sweep(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_cutoff timestamptz := coalesce(p_now, now()) - p_older_than;
+    v_cutoff timestamptz := public.boardreadyops_clock_now(p_now) - p_older_than;
     v_outbox bigint;
     v_jobs bigint;
 BEGIN
@@ -19,24 +19,24 @@ BEGIN
         RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
     END IF;
     WITH doomed AS (
-        SELECT o.id FROM control_plane_outbox o
+        SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'completed' AND o.completed_at < v_cutoff
         ORDER BY o.completed_at
         LIMIT p_batch
         FOR UPDATE SKIP LOCKED
     )
-    DELETE FROM control_plane_outbox o USING doomed WHERE o.id = doomed.id;
+    DELETE FROM public.control_plane_outbox o USING doomed WHERE o.id = doomed.id;
     GET DIAGNOSTICS v_outbox = ROW_COUNT;
 
     -- Deleting the inbox row cascades to its job.
     WITH doomed AS (
-        SELECT j.inbox_id FROM control_plane_jobs j
+        SELECT j.inbox_id FROM public.control_plane_jobs j
         WHERE j.status = 'completed' AND j.completed_at < v_cutoff
         ORDER BY j.completed_at
         LIMIT p_batch
         FOR UPDATE SKIP LOCKED
     )
-    DELETE FROM webhook_inbox i USING doomed WHERE i.id = doomed.inbox_id;
+    DELETE FROM public.webhook_inbox i USING doomed WHERE i.id = doomed.inbox_id;
     GET DIAGNOSTICS v_jobs = ROW_COUNT;
 
     RETURN QUERY SELECT v_outbox, v_jobs;

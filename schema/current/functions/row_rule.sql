@@ -5,6 +5,7 @@
 -- FUNCTION boardreadyops_row_rule_violation(text, text)
 CREATE FUNCTION public.boardreadyops_row_rule_violation(p_table text, p_constraint text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
     RAISE EXCEPTION 'new row for relation "%" violates check constraint "%"', p_table, p_constraint
@@ -13,6 +14,7 @@ END;
 $$;
 
 -- ACL FUNCTION boardreadyops_row_rule_violation(p_table text, p_constraint text)
+REVOKE ALL ON FUNCTION public.boardreadyops_row_rule_violation(p_table text, p_constraint text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_row_rule_violation(p_table text, p_constraint text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_row_rule_violation(p_table text, p_constraint text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_row_rule_violation(p_table text, p_constraint text) TO boardreadyops_dispatcher;

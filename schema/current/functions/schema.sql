@@ -5,9 +5,9 @@
 -- FUNCTION boardreadyops_schema_version()
 CREATE FUNCTION public.boardreadyops_schema_version() RETURNS bigint
     LANGUAGE sql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT coalesce(max(version_id), 0) FROM goose_db_version WHERE is_applied;
+    SELECT coalesce(max(version_id), 0) FROM public.goose_db_version WHERE is_applied;
 $$;
 
 -- ACL FUNCTION boardreadyops_schema_version()
@@ -17,3 +17,4 @@ GRANT ALL ON FUNCTION public.boardreadyops_schema_version() TO boardreadyops_lif
 GRANT ALL ON FUNCTION public.boardreadyops_schema_version() TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_schema_version() TO boardreadyops_operator;
 GRANT ALL ON FUNCTION public.boardreadyops_schema_version() TO boardreadyops_admin;
+GRANT ALL ON FUNCTION public.boardreadyops_schema_version() TO boardreadyops_redeliver;

@@ -3,30 +3,50 @@
 -- migrations are the only thing applied. Do not edit.
 
 -- FUNCTION boardreadyops_webhook_accept(text, text, text, bigint, bigint, jsonb, bytea, text, timestamp with time zone)
-CREATE FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean)
+CREATE FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(inbox_id bigint, job_id bigint, duplicate boolean, replayed boolean)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_inbox bigint;
     v_job bigint;
+    v_first text;
 BEGIN
-    INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
-                               payload_sha256, received_at, traceparent)
+    -- GitHub's redelivery of a stored delivery.
+    SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = p_delivery_id;
+    IF FOUND THEN
+        RETURN QUERY SELECT v_inbox, NULL::bigint, true, false;
+        RETURN;
+    END IF;
+    -- The body: new, or seen before. A concurrent delivery of the same body waits here on the
+    -- primary key until the first commits, then sees it.
+    INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
+    VALUES (p_payload_sha256, p_delivery_id, v_now)
+    ON CONFLICT (payload_sha256) DO NOTHING;
+    IF NOT FOUND THEN
+        SELECT g.delivery_id INTO v_first FROM public.webhook_body_digests g WHERE g.payload_sha256 = p_payload_sha256;
+        IF v_first IS DISTINCT FROM p_delivery_id THEN
+            SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = v_first;
+            RETURN QUERY SELECT v_inbox, NULL::bigint, true, true;
+            RETURN;
+        END IF;
+    END IF;
+    INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+                                      payload_sha256, received_at, traceparent)
     VALUES (p_delivery_id, p_event, p_action, p_installation_id, p_repository_id, p_payload,
             p_payload_sha256, v_now, p_traceparent)
     ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
     RETURNING id INTO v_inbox;
     IF v_inbox IS NULL THEN
-        SELECT i.id INTO v_inbox FROM webhook_inbox i WHERE i.delivery_id = p_delivery_id;
-        RETURN QUERY SELECT v_inbox, NULL::bigint, true;
+        SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = p_delivery_id;
+        RETURN QUERY SELECT v_inbox, NULL::bigint, true, false;
         RETURN;
     END IF;
-    INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+    INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
     VALUES (p_event, v_inbox, v_now, v_now, v_now, p_traceparent)
     RETURNING id INTO v_job;
-    RETURN QUERY SELECT v_inbox, v_job, false;
+    RETURN QUERY SELECT v_inbox, v_job, false, false;
 END;
 $$;
 
@@ -38,10 +58,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept(p_delivery_id text, p_
 -- FUNCTION boardreadyops_webhook_accept_batch(text[], text[], text[], bigint[], bigint[], jsonb[], bytea[], text[], timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(delivery_id text, inbox_id bigint, job_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now timestamptz := coalesce(p_now, now());
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
     v_n integer := cardinality(p_delivery_ids);
 BEGIN
     IF v_n IS NULL OR v_n > 10000 THEN
@@ -58,18 +78,25 @@ BEGIN
         SELECT * FROM unnest(p_delivery_ids, p_events, p_actions, p_installation_ids, p_repository_ids,
                              p_payloads, p_payload_sha256s, p_traceparents) WITH ORDINALITY
             AS d(delivery_id, event, action, installation_id, repository_id, payload, payload_sha256, traceparent, ord)
+    ), g AS (
+        INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
+        SELECT DISTINCT ON (d.payload_sha256) d.payload_sha256, d.delivery_id, v_now
+        FROM d ORDER BY d.payload_sha256, d.ord
+        ON CONFLICT (payload_sha256) DO NOTHING
+        RETURNING public.webhook_body_digests.payload_sha256, public.webhook_body_digests.delivery_id
     ), i AS (
-        INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
-                                   payload_sha256, received_at, traceparent)
+        INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
+                                          payload_sha256, received_at, traceparent)
         SELECT d.delivery_id, d.event, d.action, d.installation_id, d.repository_id, d.payload,
                d.payload_sha256, v_now, d.traceparent
-        FROM d ORDER BY d.ord
+        FROM d JOIN g ON g.payload_sha256 = d.payload_sha256 AND g.delivery_id = d.delivery_id
+        ORDER BY d.ord
         ON CONFLICT ON CONSTRAINT webhook_inbox_delivery_id_key DO NOTHING
-        RETURNING webhook_inbox.id, webhook_inbox.delivery_id, webhook_inbox.event, webhook_inbox.traceparent
+        RETURNING public.webhook_inbox.id, public.webhook_inbox.delivery_id, public.webhook_inbox.event, public.webhook_inbox.traceparent
     ), j AS (
-        INSERT INTO control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
+        INSERT INTO public.control_plane_jobs (kind, inbox_id, available_at, created_at, updated_at, traceparent)
         SELECT i.event, i.id, v_now, v_now, v_now, i.traceparent FROM i ORDER BY i.id
-        RETURNING control_plane_jobs.id, control_plane_jobs.inbox_id
+        RETURNING public.control_plane_jobs.id, public.control_plane_jobs.inbox_id
     )
     SELECT i.delivery_id, i.id, j.id FROM i JOIN j ON j.inbox_id = i.id;
 END;
@@ -80,9 +107,66 @@ REVOKE ALL ON FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids 
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_accept_batch(p_delivery_ids text[], p_events text[], p_actions text[], p_installation_ids bigint[], p_repository_ids bigint[], p_payloads jsonb[], p_payload_sha256s bytea[], p_traceparents text[], p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_webhook_record_ignored(text, bytea, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_first text;
+BEGIN
+    INSERT INTO public.webhook_body_digests (payload_sha256, delivery_id, received_at)
+    VALUES (p_payload_sha256, p_delivery_id, public.boardreadyops_clock_now(p_now))
+    ON CONFLICT (payload_sha256) DO NOTHING;
+    IF FOUND THEN
+        RETURN false;
+    END IF;
+    SELECT g.delivery_id INTO v_first FROM public.webhook_body_digests g WHERE g.payload_sha256 = p_payload_sha256;
+    RETURN v_first IS DISTINCT FROM p_delivery_id;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_record_ignored(p_delivery_id text, p_payload_sha256 bytea, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_webhook_sweep_digests(interval, integer, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_deleted bigint;
+BEGIN
+    IF p_window IS NULL OR p_window < interval '3 days' THEN
+        RAISE EXCEPTION 'replay window must be at least 3 days (GitHub''s redelivery window), got %', p_window USING ERRCODE = '22023';
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
+    END IF;
+    WITH doomed AS (
+        SELECT g.payload_sha256 FROM public.webhook_body_digests g
+        WHERE g.received_at < public.boardreadyops_clock_now(p_now) - p_window
+          AND NOT EXISTS (SELECT FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)
+        ORDER BY g.received_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM public.webhook_body_digests g USING doomed WHERE g.payload_sha256 = doomed.payload_sha256;
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    RETURN v_deleted;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_webhook_sweep_digests(p_window interval, p_batch integer, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interval, p_batch integer, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interval, p_batch integer, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_webhook_validate_row(text, text, text, bigint, bigint, jsonb, bytea, text)
 CREATE FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
@@ -128,6 +212,7 @@ END;
 $_$;
 
 -- ACL FUNCTION boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;

@@ -14,7 +14,7 @@ CREATE TABLE public.control_plane_audit (
     evidence jsonb,
     from_status text NOT NULL,
     to_status text NOT NULL,
-    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text]))),
+    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text]))),
     CONSTRAINT control_plane_audit_evidence_check CHECK ((pg_column_size(evidence) <= 16384)),
     CONSTRAINT control_plane_audit_operator_check CHECK (((length(btrim(operator)) >= 1) AND (length(btrim(operator)) <= 200))),
     CONSTRAINT control_plane_audit_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
@@ -38,5 +38,11 @@ ALTER TABLE ONLY public.control_plane_audit
 -- INDEX control_plane_audit_subject_idx
 CREATE INDEX control_plane_audit_subject_idx ON public.control_plane_audit USING btree (subject_type, subject_id);
 
+-- TRIGGER control_plane_audit control_plane_audit_append_only
+CREATE TRIGGER control_plane_audit_append_only BEFORE DELETE OR UPDATE ON public.control_plane_audit FOR EACH STATEMENT EXECUTE FUNCTION public.boardreadyops_audit_refuse_change();
+
+-- TRIGGER control_plane_audit control_plane_audit_no_truncate
+CREATE TRIGGER control_plane_audit_no_truncate BEFORE TRUNCATE ON public.control_plane_audit FOR EACH STATEMENT EXECUTE FUNCTION public.boardreadyops_audit_refuse_change();
+
 -- ACL TABLE control_plane_audit
-GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.control_plane_audit TO boardreadyops_admin;
+GRANT SELECT,INSERT ON TABLE public.control_plane_audit TO boardreadyops_admin;

@@ -74,5 +74,8 @@ CREATE INDEX control_plane_outbox_lease_idx ON public.control_plane_outbox USING
 -- INDEX control_plane_outbox_release_run_idx
 CREATE INDEX control_plane_outbox_release_run_idx ON public.control_plane_outbox USING btree (release_run_id);
 
+-- TRIGGER control_plane_outbox control_plane_outbox_hold_fenced_dispatch
+CREATE TRIGGER control_plane_outbox_hold_fenced_dispatch BEFORE INSERT ON public.control_plane_outbox FOR EACH ROW WHEN (((new.effect_type = 'github.workflow.dispatch'::text) AND (new.generation = 0))) EXECUTE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch();
+
 -- ACL TABLE control_plane_outbox
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.control_plane_outbox TO boardreadyops_admin;

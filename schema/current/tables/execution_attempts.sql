@@ -35,5 +35,5 @@ ALTER TABLE ONLY public.execution_attempts
     ADD CONSTRAINT execution_attempts_release_run_id_fkey FOREIGN KEY (release_run_id) REFERENCES public.release_runs(id);
 
 -- ACL TABLE execution_attempts
-GRANT SELECT,INSERT,UPDATE ON TABLE public.execution_attempts TO boardreadyops_lifecycle;
+GRANT SELECT ON TABLE public.execution_attempts TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.execution_attempts TO boardreadyops_admin;

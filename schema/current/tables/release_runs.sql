@@ -40,5 +40,5 @@ ALTER TABLE ONLY public.release_runs
 CREATE INDEX release_runs_installation_id_idx ON public.release_runs USING btree (installation_id);
 
 -- ACL TABLE release_runs
-GRANT SELECT,INSERT,UPDATE ON TABLE public.release_runs TO boardreadyops_lifecycle;
+GRANT SELECT ON TABLE public.release_runs TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.release_runs TO boardreadyops_admin;

@@ -22,5 +22,5 @@ ALTER TABLE ONLY public.repository_release_settings
     ADD CONSTRAINT repository_release_settings_repository_id_fkey FOREIGN KEY (repository_id) REFERENCES public.repositories(id) ON DELETE CASCADE;
 
 -- ACL TABLE repository_release_settings
-GRANT SELECT,INSERT,UPDATE ON TABLE public.repository_release_settings TO boardreadyops_lifecycle;
+GRANT SELECT ON TABLE public.repository_release_settings TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.repository_release_settings TO boardreadyops_admin;

@@ -41,3 +41,6 @@ CREATE INDEX webhook_inbox_received_at_idx ON public.webhook_inbox USING btree (
 -- ACL TABLE webhook_inbox
 GRANT SELECT ON TABLE public.webhook_inbox TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.webhook_inbox TO boardreadyops_admin;
+
+-- ACL COLUMN webhook_inbox.delivery_id
+GRANT SELECT(delivery_id) ON TABLE public.webhook_inbox TO boardreadyops_redeliver;

@@ -20,11 +20,61 @@ func newMigrateCmd(g *globals) *cobra.Command {
 
 Migrations are embedded in this binary. "up" takes a PostgreSQL advisory lock, so concurrent
 runners (two Helm hook Jobs) apply each migration once; with nothing pending it changes nothing.
-The connecting user must own the schema and be allowed to create roles (CREATEROLE).`,
+The connecting user is the migration user: a member of boardreadyops_schema_owner, which owns
+the schema (docs/operations.md, "Bootstrap"); it needs CREATEROLE only when the group roles do not
+exist yet. "up" refuses to run while schema public holds objects that neither created.`,
 	}
-	cmd.AddCommand(&cobra.Command{
+	var to int64
+	var dryRun bool
+	up := &cobra.Command{
 		Use:   "up",
-		Short: "Apply every pending migration (a no-op when none is pending)",
+		Short: "Apply every pending migration, or those up to --to (a no-op when none is pending)",
+		Long: `Apply the pending migrations. Before applying, it warns (on stderr) about every migration
+statement that reads or rewrites a large table while holding a lock, with the table's size; the
+chart's pre-upgrade hook runs this, so the warnings are in the hook Job's log. --dry-run prints the
+plan (brops migrate plan) and applies nothing.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, err := g.openMigrations()
+			if err != nil {
+				return err
+			}
+			defer r.Close()
+			plan, err := r.Plan(cmd.Context(), to)
+			if err != nil {
+				return err
+			}
+			if dryRun {
+				return g.renderPlan(plan)
+			}
+			for _, p := range plan {
+				for _, w := range p.Warnings {
+					fmt.Fprintf(g.stderr, "brops: warning: %s\n", w)
+				}
+			}
+			var res []migrate.Result
+			if to > 0 {
+				res, err = r.UpTo(cmd.Context(), to)
+			} else {
+				res, err = r.Up(cmd.Context())
+			}
+			if err != nil {
+				return err
+			}
+			version := schema.ExpectedVersion()
+			if to > 0 {
+				version = to
+			}
+			return g.renderResults(res, "no pending migrations: schema at version %d\n", version)
+		},
+	}
+	up.Flags().Int64Var(&to, "to", 0, "apply pending migrations up to and including this version")
+	up.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be applied (SQL and locks), apply nothing")
+	cmd.AddCommand(up)
+	var planTo int64
+	plan := &cobra.Command{
+		Use:   "plan",
+		Short: "Print the pending migrations, their SQL and the table locks each takes",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, err := g.openMigrations()
@@ -32,13 +82,15 @@ The connecting user must own the schema and be allowed to create roles (CREATERO
 				return err
 			}
 			defer r.Close()
-			res, err := r.Up(cmd.Context())
+			p, err := r.Plan(cmd.Context(), planTo)
 			if err != nil {
 				return err
 			}
-			return g.renderResults(res, "no pending migrations: schema at version %d\n", schema.ExpectedVersion())
+			return g.renderPlan(p)
 		},
-	})
+	}
+	plan.Flags().Int64Var(&planTo, "to", 0, "plan up to and including this version")
+	cmd.AddCommand(plan)
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "List every migration and whether it is applied",
@@ -109,6 +161,33 @@ func (g *globals) renderResults(res []migrate.Result, emptyFormat string, args .
 		fmt.Fprintln(w, "VERSION\tNAME\tDIRECTION\tDURATION")
 		for _, r := range res {
 			fmt.Fprintf(w, "%d\t%s\t%s\t%dms\n", r.Version, r.Name, r.Direction, r.DurationMS)
+		}
+	})
+}
+
+// renderPlan prints each pending migration with its locks, warnings and SQL.
+func (g *globals) renderPlan(plan []migrate.Planned) error {
+	if len(plan) == 0 && g.output == "table" {
+		_, err := fmt.Fprintln(g.stdout, "no pending migrations")
+		return err
+	}
+	return g.render(plan, func(w io.Writer) {
+		for _, p := range plan {
+			fmt.Fprintf(w, "== %d %s\n", p.Version, p.Name)
+			if len(p.Locks) == 0 {
+				fmt.Fprintln(w, "locks: none on existing tables")
+			}
+			for _, l := range p.Locks {
+				scan := ""
+				if l.Scans {
+					scan = ", reads or rewrites every row"
+				}
+				fmt.Fprintf(w, "lock: %s on %s%s\t%s\n", l.Mode, l.Table, scan, l.Statement)
+			}
+			for _, warn := range p.Warnings {
+				fmt.Fprintf(w, "warning: %s\n", warn)
+			}
+			fmt.Fprintf(w, "%s\n\n", p.SQL)
 		}
 	})
 }

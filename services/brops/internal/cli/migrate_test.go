@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/schema"
 	"github.com/boardreadyops/cloud/services/brops/internal/cli"
@@ -76,5 +78,60 @@ func TestUsageErrors(t *testing.T) {
 		if code != 2 || !strings.Contains(errOut, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 and %q", tt.args, code, errOut, tt.want)
 		}
+	}
+}
+
+// migrate plan lists the pending migrations with their SQL and locks and warns, with sizes, about
+// a lock that validates a large table; --dry-run applies nothing; up --to stops at the version.
+func TestMigratePlanAndUpTo(t *testing.T) {
+	t.Parallel()
+	url := pgtest.NewEmptyURL(t)
+	env := map[string]string{"DATABASE_URL": url}
+	if code, _, errOut := run(t, env, "migrate", "up", "--to", "8"); code != 0 {
+		t.Fatalf("up --to 8: %d %s", code, errOut)
+	}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+		SELECT 'd-' || g, 'ping', '{}', sha256(g::text::bytea) FROM generate_series(1, 120000) g; ANALYZE webhook_inbox`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, env, "migrate", "plan", "--to", "9", "-o", "json")
+	var plan []struct {
+		Version int64
+		SQL     string
+		Locks   []struct {
+			Table, Mode string
+			Scans       bool
+		}
+		Warnings []string
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &plan) != nil || len(plan) != 1 || plan[0].Version != 9 || !strings.Contains(plan[0].SQL, "webhook_inbox_row_check") {
+		t.Fatalf("plan --to 9: %d %s %s", code, out, errOut)
+	}
+	scans := false
+	for _, l := range plan[0].Locks {
+		scans = scans || (l.Table == "webhook_inbox" && l.Mode == "ACCESS EXCLUSIVE" && l.Scans)
+	}
+	if !scans || len(plan[0].Warnings) == 0 || !strings.Contains(plan[0].Warnings[0], "webhook_inbox (about 120000 rows") {
+		t.Fatalf("plan of 00009: locks %+v, warnings %q", plan[0].Locks, plan[0].Warnings)
+	}
+	if code, out, _ := run(t, env, "migrate", "up", "--dry-run"); code != 0 || !strings.Contains(out, "== 9 00009_row_check_functions.sql") {
+		t.Fatalf("dry run: %d\n%s", code, out)
+	}
+	var v int64
+	if err := conn.QueryRow(ctx, "SELECT max(version_id) FROM goose_db_version").Scan(&v); err != nil || v != 8 {
+		t.Fatalf("after the dry run at version %d (%v), want 8", v, err)
+	}
+	code, _, errOut = run(t, env, "migrate", "up", "--to", "9")
+	if code != 0 || !strings.Contains(errOut, "warning: 00009_row_check_functions.sql: ACCESS EXCLUSIVE on webhook_inbox") {
+		t.Fatalf("up --to 9: %d, stderr %q", code, errOut)
+	}
+	if err := conn.QueryRow(ctx, "SELECT max(version_id) FROM goose_db_version").Scan(&v); err != nil || v != 9 {
+		t.Fatalf("after up --to 9 at version %d (%v)", v, err)
 	}
 }

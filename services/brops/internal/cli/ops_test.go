@@ -42,6 +42,28 @@ func newOps(t *testing.T) *ops {
 // the dispatch's effect id and its payload's run and attempt ids.
 func (o *ops) dispatch(state string) (int64, string, string) {
 	o.t.Helper()
+	dispatchID, run := o.enqueueDispatch()
+	o.claimFor(run, outbox.EffectWorkflowDispatch)
+	var err error
+	switch state {
+	case "dead_letter":
+		err = o.st.DeadLetter(o.ctx, o.pool, dispatchID, "w", "github dispatch_workflow: rejected (HTTP 404)")
+	case "reconciliation_required":
+		if _, err = o.st.StartDelivery(o.ctx, o.pool, dispatchID, "w"); err == nil {
+			err = o.st.RequireReconciliation(o.ctx, o.pool, dispatchID, "w", "connection lost after write")
+		}
+	}
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	e, _ := outbox.Get(o.ctx, o.pool, dispatchID)
+	return dispatchID, run, *e.ExecutionAttemptID
+}
+
+// enqueueDispatch creates a release run and completes its check-run creation, which enqueues
+// the workflow dispatch; it returns the dispatch's effect id and the run id.
+func (o *ops) enqueueDispatch() (int64, string) {
+	o.t.Helper()
 	var run string
 	err := o.pool.QueryRow(o.ctx, `
 		WITH i AS (INSERT INTO installations (id, account_login, account_type) VALUES (55501, 'octo-org', 'Organization') ON CONFLICT DO NOTHING),
@@ -59,20 +81,7 @@ func (o *ops) dispatch(state string) (int64, string, string) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
-	o.claimFor(run, outbox.EffectWorkflowDispatch)
-	switch state {
-	case "dead_letter":
-		err = o.st.DeadLetter(o.ctx, o.pool, dispatchID, "w", "github dispatch_workflow: rejected (HTTP 404)")
-	case "reconciliation_required":
-		if _, err = o.st.StartDelivery(o.ctx, o.pool, dispatchID, "w"); err == nil {
-			err = o.st.RequireReconciliation(o.ctx, o.pool, dispatchID, "w", "connection lost after write")
-		}
-	}
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	e, _ := outbox.Get(o.ctx, o.pool, dispatchID)
-	return dispatchID, run, *e.ExecutionAttemptID
+	return dispatchID, run
 }
 
 // claimFor claims the effect of a run as worker "w" and gives back whatever else it claimed.

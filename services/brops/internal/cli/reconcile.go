@@ -29,7 +29,9 @@ type dispatchPayload struct {
 type candidate struct {
 	githubapp.WorkflowRun
 	// Match: "exact" (the run name carries both the release-run and the execution-attempt id),
-	// "release_run" (only the release-run id), or "none" (a dispatch in the window, unnamed).
+	// "release_run" (only the release-run id), "tag" (another release run's dispatch of this
+	// workflow for the same tag: after a restore, the lost incarnation of this release), or
+	// "none" (a dispatch in the window, unnamed).
 	Match string `json:"match"`
 }
 
@@ -121,6 +123,8 @@ names its runs so (README, "Running against GitHub"):
 					c.Match = "exact"
 				case strings.Contains(title, p.ReleaseRunID):
 					c.Match = "release_run"
+				case r.HeadBranch != "" && r.HeadBranch == strings.TrimPrefix(p.Ref, "refs/tags/"):
+					c.Match = "tag"
 				}
 				cands = append(cands, c)
 			}
@@ -205,10 +209,13 @@ identity and the evidence, and both refuse a record that is not in reconciliatio
 }
 
 func adviceFor(id int64, cands []candidate) string {
-	var exact []int64
+	var exact, tag []int64
 	for _, c := range cands {
-		if c.Match == "exact" {
+		switch c.Match {
+		case "exact":
 			exact = append(exact, c.ID)
+		case "tag":
+			tag = append(tag, c.ID)
 		}
 	}
 	switch {
@@ -217,6 +224,9 @@ func adviceFor(id int64, cands []candidate) string {
 			exact[0], id, exact[0], exact[0])
 	case len(exact) > 1:
 		return fmt.Sprintf("%d runs carry this attempt's ids: inspect them on GitHub before resolving", len(exact))
+	case len(tag) == 1:
+		return fmt.Sprintf("run %d released this tag for a release run the database no longer has (a restore): adopt it with brops reconcile resolve %d --workflow-run-id %d --evidence \"run %d, same tag, dispatched before the restore\"",
+			tag[0], id, tag[0], tag[0])
 	case len(cands) == 0:
 		return fmt.Sprintf("no workflow_dispatch run since the delivery started: if enough time has passed, brops reconcile resolve %d --not-dispatched --evidence \"no run since <time>\"", id)
 	default:

@@ -28,7 +28,7 @@ func newWebhooksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "webhooks", Short: "Work with the App's webhook deliveries on GitHub"}
 	var since time.Duration
 	var maxPages, maxRequests int
-	var dryRun bool
+	var dryRun, includeDelivered bool
 	var apiURL, keyFile string
 	var appID int64
 	redeliver := &cobra.Command{
@@ -39,7 +39,9 @@ last --since (GET /app/hook/deliveries, as the App), and for every delivery GUID
 successful attempt and is not in webhook_inbox, requests one redelivery of its newest attempt
 (POST /app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
 from a CronJob) is safe; each run requests each missing GUID at most once, and at most
---max-requests in total.`,
+--max-requests in total. After a point-in-time restore, --include-delivered also requests the
+GUIDs GitHub delivered successfully but the restored inbox no longer holds (brops restore fence
+prints the command).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since <= 0 || since > 72*time.Hour {
@@ -86,7 +88,7 @@ from a CronJob) is safe; each run requests each missing GUID at most once, and a
 			}
 			var failed []string
 			for guid, s := range byGUID {
-				if !s.ok {
+				if !s.ok || includeDelivered {
 					failed = append(failed, guid)
 				}
 			}
@@ -133,7 +135,11 @@ from a CronJob) is safe; each run requests each missing GUID at most once, and a
 				out[i].Result = "requested"
 			}
 			if err := g.render(out, func(w io.Writer) {
-				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d failed and missing from the inbox\n", len(attempts), since, len(byGUID), len(out))
+				what := "failed and missing from the inbox"
+				if includeDelivered {
+					what = "missing from the inbox"
+				}
+				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d %s\n", len(attempts), since, len(byGUID), len(out), what)
 				if len(out) > 0 {
 					fmt.Fprintln(w, "GUID\tEVENT\tDELIVERED\tSTATUS\tRESULT")
 				}
@@ -153,6 +159,7 @@ from a CronJob) is safe; each run requests each missing GUID at most once, and a
 	redeliver.Flags().IntVar(&maxPages, "max-pages", 50, "read at most this many pages of 100 deliveries")
 	redeliver.Flags().IntVar(&maxRequests, "max-requests", 500, "request at most this many redeliveries per run")
 	redeliver.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redelivered, request nothing")
+	redeliver.Flags().BoolVar(&includeDelivered, "include-delivered", false, "also GUIDs delivered successfully but missing from the inbox (after a restore)")
 	redeliver.Flags().StringVar(&apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
 	redeliver.Flags().Int64Var(&appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
 	redeliver.Flags().StringVar(&keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")

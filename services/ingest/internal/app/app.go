@@ -36,6 +36,14 @@ type Config struct {
 	ReadTimeout    time.Duration
 	MaxConnections int
 	GroupCommit    bool
+	// ContentType is the GitHub App's webhook content type, "json" or "form".
+	ContentType string
+	// MinBodyRateKiB is the slowest body transfer accepted, in KiB/s.
+	MinBodyRateKiB int
+	// IdleTimeout closes a keep-alive connection that sent no request for this long.
+	IdleTimeout time.Duration
+
+	contentType webhook.ContentType
 }
 
 func (c *Config) register(e *config.Env) {
@@ -53,6 +61,12 @@ func (c *Config) register(e *config.Env) {
 		"time a client has to send a whole request (slow clients are cut off)")
 	e.Int(&c.MaxConnections, "max-connections", "BOARDREADYOPS_INGEST_MAX_CONNECTIONS", 1024,
 		"concurrent client connections; further ones wait in the kernel's accept queue")
+	e.String(&c.ContentType, "webhook-content-type", "BOARDREADYOPS_WEBHOOK_CONTENT_TYPE", "json",
+		"the GitHub App's webhook content type, json or form; the other is refused (415)")
+	e.Int(&c.MinBodyRateKiB, "min-body-rate-kib", "BOARDREADYOPS_INGEST_MIN_BODY_RATE_KIB", 64,
+		"slowest request body transfer accepted (KiB/s, after a 2 s grace); slower clients are cut off (408)")
+	e.Duration(&c.IdleTimeout, "idle-timeout", "BOARDREADYOPS_INGEST_IDLE_TIMEOUT", 5*time.Second,
+		"how long an idle keep-alive connection is kept; near the connection cap idle ones are closed first")
 	e.Bool(&c.GroupCommit, "group-commit", "BOARDREADYOPS_INGEST_GROUP_COMMIT", true,
 		"commit concurrent deliveries in one transaction (each is still answered only after it committed)")
 }
@@ -79,6 +93,16 @@ func (c *Config) validate() error {
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, errors.New("BOARDREADYOPS_INGEST_MAX_CONNECTIONS must be positive"))
+	}
+	var err error
+	if c.contentType, err = webhook.ParseContentType(c.ContentType); err != nil {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_WEBHOOK_CONTENT_TYPE: %w", err))
+	}
+	if c.MinBodyRateKiB < 1 || c.MinBodyRateKiB > 1<<20 {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_INGEST_MIN_BODY_RATE_KIB %d: want 1 to 1048576", c.MinBodyRateKiB))
+	}
+	if c.IdleTimeout < 100*time.Millisecond || c.IdleTimeout > 2*time.Minute {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_INGEST_IDLE_TIMEOUT %v: want 100ms to 2m", c.IdleTimeout))
 	}
 	return errors.Join(errs...)
 }
@@ -111,7 +135,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 
 	tp := b.Traces
 
-	st := &store.Store{DB: b.Pool}
+	st := &store.Store{DB: b.Pool, Reset: b.Pool.Reset}
 	groupDone := make(chan struct{})
 	quitGroup := make(chan struct{})
 	if c.GroupCommit {
@@ -131,6 +155,9 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 		Logger:       b.Logger,
 		StoreTimeout: c.StoreTimeout,
 		BodyBudget:   int64(c.BodyBudgetMiB) << 20,
+		MinBodyRate:  int64(c.MinBodyRateKiB) << 10,
+		ReadTimeout:  c.ReadTimeout,
+		ContentType:  c.contentType,
 		OnAccepted:   wake.Signal,
 	})
 	mux := http.NewServeMux()
@@ -140,14 +167,16 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       c.ReadTimeout,
 		WriteTimeout:      c.ReadTimeout + c.StoreTimeout + 5*time.Second,
-		IdleTimeout:       90 * time.Second,
+		IdleTimeout:       c.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 	}
 	l, err := net.Listen("tcp", c.ListenAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", c.ListenAddr, err)
 	}
-	l = limitListener(l, c.MaxConnections)
+	limited := limitListener(l, c.MaxConnections)
+	srv.ConnState = limited.track
+	l = limited
 	b.Logger.Info("webhook endpoint listening", "addr", l.Addr().String(), "path", c.WebhookPath, "secrets", sec.Count())
 
 	errc := make(chan error, 1)

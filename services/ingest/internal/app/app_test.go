@@ -21,6 +21,7 @@ import (
 	"github.com/boardreadyops/cloud/pkg/migrate"
 	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/ingest/internal/app"
 )
 
@@ -51,19 +52,25 @@ type ingest struct {
 	logs         *syncBuffer
 }
 
-// start runs the real service (config parsing, secrets file, pool, servers) against dbURL.
-func start(t *testing.T, dbURL string) *ingest {
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// start runs the real service (config parsing, secrets file, pool, servers) against dbURL, with
+// extra environment as name, value pairs.
+func start(t *testing.T, dbURL string, extra ...string) *ingest {
 	t.Helper()
 	dir := t.TempDir()
 	secret := []byte(fmt.Sprintf("generated-%d", time.Now().UnixNano()))
 	secretFile := filepath.Join(dir, "secrets")
-	if err := os.WriteFile(secretFile, append([]byte("retired-secret\n"), secret...), 0o600); err != nil {
+	if err := os.WriteFile(secretFile, append([]byte("retired-generated-secret\n"), secret...), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	in := &ingest{url: "http://" + freeAddr(t) + "/webhook", metrics: freeAddr(t), secret: secret, logs: &syncBuffer{}}
 	env := map[string]string{
 		"DATABASE_URL": dbURL, "METRICS_ADDR": in.metrics, "LISTEN_ADDR": strings.TrimSuffix(strings.TrimPrefix(in.url, "http://"), "/webhook"),
 		"BOARDREADYOPS_WEBHOOK_SECRET_FILE": secretFile, "BOARDREADYOPS_INGEST_STORE_TIMEOUT": "2s",
+	}
+	for i := 0; i+1 < len(extra); i += 2 {
+		env[extra[i]] = extra[i+1]
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -98,13 +105,18 @@ func start(t *testing.T, dbURL string) *ingest {
 
 func (in *ingest) ping(t *testing.T, delivery string) (int, string) {
 	t.Helper()
-	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1,"hook":{"app_id":7}}`)
+	return in.pingWith(t, http.DefaultClient, delivery)
+}
+
+func (in *ingest) pingWith(t *testing.T, client *http.Client, delivery string) (int, string) {
+	t.Helper()
+	body := []byte(`{"zen":"Keep it logically awesome (` + delivery + `).","hook_id":1,"hook":{"app_id":7}}`) // a body per delivery: a body is never accepted twice
 	r, _ := http.NewRequest(http.MethodPost, in.url, bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("X-GitHub-Event", "ping")
 	r.Header.Set("X-GitHub-Delivery", delivery)
 	r.Header.Set("X-Hub-Signature-256", hubsig.Sign(in.secret, body))
-	resp, err := http.DefaultClient.Do(r)
+	resp, err := client.Do(r)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,16 +227,46 @@ func TestSlowClientIsCutOff(t *testing.T) {
 	}
 }
 
+// Idle keep-alive connections filling the connection cap: they are closed to make room, so a
+// genuine delivery is answered within GitHub's 10 s, even though the idle timeout (here the
+// longest allowed, 2 minutes) has not passed for any of them.
+func TestIdleConnectionsAreShedAtTheCap(t *testing.T) {
+	t.Parallel()
+	const maxConns = 8
+	in := start(t, pgtest.NewURL(t), "BOARDREADYOPS_INGEST_MAX_CONNECTIONS", fmt.Sprint(maxConns), "BOARDREADYOPS_INGEST_IDLE_TIMEOUT", "2m")
+	// Each idle client sends one request on its own keep-alive connection and keeps it open.
+	var idle []*http.Client
+	for i := 0; i < maxConns; i++ {
+		c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, IdleConnTimeout: 10 * time.Minute}}
+		t.Cleanup(c.CloseIdleConnections)
+		if status, _ := in.pingWith(t, c, fmt.Sprintf("idle-%d", i)); status != http.StatusAccepted {
+			t.Fatalf("idle client %d: %d", i, status)
+		}
+		idle = append(idle, c)
+	}
+	genuine := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	for i := 0; i < 3; i++ {
+		if status, _ := in.pingWith(t, genuine, fmt.Sprintf("genuine-%d", i)); status != http.StatusAccepted {
+			t.Fatalf("genuine delivery %d at the connection cap: %d", i, status)
+		}
+	}
+	if len(idle) != maxConns {
+		t.Fatal("idle clients lost")
+	}
+}
+
 func TestConfigurationErrors(t *testing.T) {
 	t.Parallel()
 	var logs syncBuffer
 	err := app.Run(context.Background(), nil, func(k string) string {
-		return map[string]string{"DATABASE_URL": "postgres://x/y", "BOARDREADYOPS_WEBHOOK_PATH": "webhook", "BOARDREADYOPS_INGEST_STORE_TIMEOUT": "20s"}[k]
+		return map[string]string{"DATABASE_URL": "postgres://x/y", "BOARDREADYOPS_WEBHOOK_PATH": "webhook", "BOARDREADYOPS_INGEST_STORE_TIMEOUT": "20s",
+			"BOARDREADYOPS_WEBHOOK_CONTENT_TYPE": "xml", "BOARDREADYOPS_INGEST_MIN_BODY_RATE_KIB": "0", "BOARDREADYOPS_INGEST_IDLE_TIMEOUT": "10m"}[k]
 	}, &logs)
 	if err == nil {
 		t.Fatal("bad configuration accepted")
 	}
-	for _, want := range []string{"BOARDREADYOPS_WEBHOOK_SECRET_FILE", "must start with /", "at most 9s"} {
+	for _, want := range []string{"BOARDREADYOPS_WEBHOOK_SECRET_FILE", "must start with /", "at most 9s",
+		"want json or form", "BOARDREADYOPS_INGEST_MIN_BODY_RATE_KIB 0", "BOARDREADYOPS_INGEST_IDLE_TIMEOUT 10m0s"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("configuration error output lacks %q:\n%s", want, logs.String())
 		}

@@ -18,6 +18,13 @@ import (
 // unsigned ones, so loading fails.
 var ErrEmpty = errors.New("webhook secret file holds no secret")
 
+// MinLength is the shortest secret accepted, in bytes. A short secret can be found by trying
+// candidates against one captured delivery offline; GitHub suggests a long random string.
+const MinLength = 16
+
+// ErrShort means a secret in the file is shorter than MinLength.
+var ErrShort = errors.New("webhook secret too short")
+
 // File is a reloadable secrets file. Secrets are never logged.
 type File struct {
 	path string
@@ -26,7 +33,8 @@ type File struct {
 	list [][]byte
 }
 
-// Load reads path; it fails when the file is unreadable or holds no secret.
+// Load reads path; it fails when the file is unreadable, holds no secret, or holds one shorter
+// than MinLength (a reload that finds one keeps the previous secrets).
 func Load(path string) (*File, error) {
 	f := &File{path: path}
 	if _, err := f.reload(); err != nil {
@@ -84,6 +92,12 @@ func (f *File) reload() (bool, error) {
 	list := Parse(raw)
 	if len(list) == 0 {
 		return false, fmt.Errorf("%s: %w", f.path, ErrEmpty)
+	}
+	for i, secret := range list {
+		if len(secret) < MinLength {
+			return false, fmt.Errorf("%s: %w: secret %d of %d is %d bytes, want at least %d (for example: openssl rand -hex 32)",
+				f.path, ErrShort, i+1, len(list), len(secret), MinLength)
+		}
 	}
 	f.mu.Lock()
 	f.raw, f.list = raw, list

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func TestLoadAndWatch(t *testing.T) {
 	if _, err := secrets.Load(path); !errors.Is(err, secrets.ErrEmpty) {
 		t.Fatalf("empty file: %v", err)
 	}
-	if err := os.WriteFile(path, []byte("first\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("first-generated-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, err := secrets.Load(path)
@@ -61,7 +62,7 @@ func TestLoadAndWatch(t *testing.T) {
 	var errorsSeen atomic.Int64
 	go f.Watch(ctx, 5*time.Millisecond, slog.New(slog.DiscardHandler), func() { errorsSeen.Add(1) })
 
-	if err := os.WriteFile(path, []byte("first\nsecond\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte("first-generated-secret\nsecond-generated-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, func() bool { return f.Count() == 2 })
@@ -72,6 +73,41 @@ func TestLoadAndWatch(t *testing.T) {
 	waitFor(t, func() bool { return errorsSeen.Load() > 0 })
 	if f.Count() != 2 {
 		t.Fatalf("emptied file dropped secrets: %d left", f.Count())
+	}
+}
+
+// A secret shorter than 16 bytes is refused at start with a message that says why (and never
+// the secret), and a reload that brings one in keeps the previous secrets.
+func TestShortSecretRefused(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "secrets")
+	if err := os.WriteFile(path, []byte("long-enough-generated-secret\nfifteen-bytes!!\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := secrets.Load(path)
+	if !errors.Is(err, secrets.ErrShort) || !strings.Contains(err.Error(), "secret 2 of 2 is 15 bytes, want at least 16") {
+		t.Fatalf("load: %v", err)
+	}
+	if strings.Contains(err.Error(), "fifteen") || strings.Contains(err.Error(), "long-enough") {
+		t.Fatalf("error echoes a secret: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("sixteen-bytes!!!"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := secrets.Load(path)
+	if err != nil {
+		t.Fatalf("16-byte secret refused: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var errorsSeen atomic.Int64
+	go f.Watch(ctx, 5*time.Millisecond, slog.New(slog.DiscardHandler), func() { errorsSeen.Add(1) })
+	if err := os.WriteFile(path, []byte("short"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return errorsSeen.Load() > 0 })
+	if got := f.Secrets(); len(got) != 1 || string(got[0]) != "sixteen-bytes!!!" {
+		t.Fatal("a short secret replaced the loaded one")
 	}
 }
 

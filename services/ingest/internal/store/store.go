@@ -1,5 +1,6 @@
 // Package store writes accepted deliveries: the inbox row and its job in one statement through
-// boardreadyops_webhook_accept, the only database privilege the ingest role has.
+// boardreadyops_webhook_accept, and the body digest of ignored ones through
+// boardreadyops_webhook_record_ignored — the only database privileges the ingest role has.
 package store
 
 import (
@@ -16,8 +17,12 @@ import (
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 
-// acceptSQL stores one delivery (inbox row + job) or reports it as a duplicate.
-const acceptSQL = `SELECT inbox_id, job_id, duplicate FROM boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8)`
+// acceptSQL stores one delivery (inbox row + job) or reports it as a duplicate (a known delivery
+// id) or a replay (a known body under another delivery id).
+const acceptSQL = `SELECT inbox_id, job_id, duplicate, replayed FROM boardreadyops_webhook_accept($1, $2, $3, $4, $5, $6, $7, $8)`
+
+// ignoreSQL records the body digest of an ignored delivery; true when the body is a replay.
+const ignoreSQL = `SELECT boardreadyops_webhook_record_ignored($1, $2)`
 
 // Store implements webhook.Store.
 type Store struct {
@@ -28,10 +33,42 @@ type Store struct {
 	// request's deadline passes first it is answered 503 and may still commit, which is safe:
 	// GitHub's retry carries the same delivery id and is deduplicated.
 	Group *groupcommit.Committer
+	// Reset, when set, drops the pool's connections (pgxpool.Pool.Reset) once a write lost its
+	// connection: when the server went away, every other connection to it is dead as well, and
+	// the write again must not draw another of them.
+	Reset func()
 }
 
+// connectionTries bounds how often one delivery is written when the connection it used was lost.
+const connectionTries = 3
+
 // Accept stores d. A known delivery id stores nothing and reports a duplicate.
+//
+// A write that failed because its connection was lost is written again on another connection
+// (while the request's deadline allows), not answered 503: after a failover the pool still holds
+// connections to the old primary, each of which fails on its first use, and GitHub never
+// redelivers a failed delivery by itself (nor does it retry a failed redelivery). Writing again is
+// safe even when the lost connection had committed: the delivery id is then known and the second
+// write reports a duplicate.
 func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
+	return s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.accept(ctx, d, traceparent) })
+}
+
+// retryLostConnection runs write again while it fails with a lost connection, at most
+// connectionTries times in all, resetting the pool before each new try.
+func (s *Store) retryLostConnection(ctx context.Context, write func() (webhook.Outcome, error)) (webhook.Outcome, error) {
+	for try := 1; ; try++ {
+		out, err := write()
+		if err == nil || try == connectionTries || ctx.Err() != nil || !database.ConnectionLost(err) {
+			return out, err
+		}
+		if s.Reset != nil {
+			s.Reset()
+		}
+	}
+}
+
+func (s *Store) accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
 	if s.Group == nil {
 		out, err := scanOutcome(s.DB.QueryRow(ctx, acceptSQL, acceptArgs(d, traceparent)...))
 		if err != nil {
@@ -56,9 +93,43 @@ func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent stri
 	return *res, nil
 }
 
-// acceptArgs are acceptSQL's arguments for d.
+// Ignore records the body of an ignored (not stored) delivery, so that it cannot be replayed
+// under another delivery id either. The outcome is Replayed or nothing. A lost connection is
+// retried as in Accept (the same delivery id again is not a replay).
+func (s *Store) Ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome, error) {
+	return s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.ignore(ctx, d) })
+}
+
+func (s *Store) ignore(ctx context.Context, d webhook.Delivery) (webhook.Outcome, error) {
+	var out webhook.Outcome
+	if s.Group == nil {
+		if err := s.DB.QueryRow(ctx, ignoreSQL, d.ID, d.PayloadSHA256[:]).Scan(&out.Replayed); err != nil {
+			return webhook.Outcome{}, fmt.Errorf("record ignored delivery %s: %w", d.ID, err)
+		}
+		out.Duplicate = out.Replayed
+		return out, nil
+	}
+	res := new(webhook.Outcome)
+	err := s.Group.DoOrAbandon(ctx, func(b *groupcommit.Batch, report func(error)) {
+		b.Queue(ignoreSQL, d.ID, d.PayloadSHA256[:]).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&res.Replayed)
+			res.Duplicate = res.Replayed
+			report(err)
+			return err
+		})
+	})
+	if err != nil {
+		return webhook.Outcome{}, fmt.Errorf("record ignored delivery %s: %w", d.ID, err)
+	}
+	return *res, nil
+}
+
+// acceptArgs are acceptSQL's arguments for d. The jsonb document goes as a string: in the query
+// modes that never describe a statement (exec, simple_protocol — what a transaction-pooling
+// PgBouncer before 1.21 needs) pgx types a parameter by its Go type, and a []byte is bytea, whose
+// text form ('\x7b…') is not JSON (SQLSTATE 22P02).
 func acceptArgs(d webhook.Delivery, traceparent string) []any {
-	return []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), d.Document,
+	return []any{d.ID, d.Event, nullString(d.Action), nullInt(d.InstallationID), nullInt(d.RepositoryID), string(d.Document),
 		d.PayloadSHA256[:], nullString(traceparent)}
 }
 
@@ -129,7 +200,7 @@ func (a *acceptSet) Queue(b *pgx.Batch) {
 			for _, m := range a.members {
 				out, ok := stored[m.deliveryID]
 				if !ok {
-					m.report(groupcommit.ErrAlone) // a redelivery: alone, it is reported as a duplicate
+					m.report(groupcommit.ErrAlone) // a redelivery or a replay: alone, it is reported as such
 					continue
 				}
 				delete(stored, m.deliveryID) // the same id twice in a batch: the second is the duplicate
@@ -149,9 +220,12 @@ func (a *acceptSet) fail(err error) error {
 
 func scanOutcome(row pgx.Row) (webhook.Outcome, error) {
 	var out webhook.Outcome
-	var jobID *int64
-	if err := row.Scan(&out.InboxID, &jobID, &out.Duplicate); err != nil {
+	var inboxID, jobID *int64 // a replay's first delivery may be swept from the inbox already
+	if err := row.Scan(&inboxID, &jobID, &out.Duplicate, &out.Replayed); err != nil {
 		return webhook.Outcome{}, err
+	}
+	if inboxID != nil {
+		out.InboxID = *inboxID
 	}
 	if jobID != nil {
 		out.JobID = *jobID

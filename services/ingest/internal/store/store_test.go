@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
@@ -99,5 +102,130 @@ func TestGroupCommitAbandon(t *testing.T) {
 	out, err := s.Accept(context.Background(), delivery("late"), "")
 	if err != nil || !out.Duplicate {
 		t.Fatalf("redelivery after the abandoned one: %+v, %v; want a duplicate", out, err)
+	}
+}
+
+// Digests outlive the inbox: the sweep removes a digest only when it is older than the window and
+// its delivery left the inbox; a window shorter than GitHub's 3-day redelivery window is refused.
+func TestSweepDigestsKeepsWhatTheInboxKeeps(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	ctx := context.Background()
+	s := &Store{DB: pool}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	for _, id := range []string{"kept-in-inbox", "swept-from-inbox", "recent"} {
+		at := old
+		if id == "recent" {
+			at = time.Now()
+		}
+		d := delivery(id)
+		if _, err := pool.Exec(ctx, `SELECT boardreadyops_webhook_accept($1, 'ping', NULL, NULL, NULL, $2, $3, NULL, $4)`,
+			d.ID, d.Document, d.PayloadSHA256[:], at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `DELETE FROM webhook_inbox WHERE delivery_id IN ('swept-from-inbox', 'recent')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT boardreadyops_webhook_sweep_digests('2 days')`); err == nil {
+		t.Fatal("a window under 3 days was accepted")
+	}
+	var deleted int64
+	if err := pool.QueryRow(ctx, `SELECT boardreadyops_webhook_sweep_digests('30 days')`).Scan(&deleted); err != nil || deleted != 1 {
+		t.Fatalf("swept %d (%v), want 1", deleted, err)
+	}
+	for id, want := range map[string]bool{"kept-in-inbox": true, "swept-from-inbox": false, "recent": true} {
+		d := delivery(id)
+		out, err := s.Accept(ctx, webhook.Delivery{ID: "new-" + id, Event: "ping", Document: d.Document, PayloadSHA256: d.PayloadSHA256}, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.Replayed != want {
+			t.Errorf("%s: replayed %v after the sweep, want %v", id, out.Replayed, want)
+		}
+	}
+}
+
+// After a failover the pool still holds connections to the old primary, and each fails once on
+// its next use (FATAL 57P01). A delivery that draws such a connection is written again on another
+// one instead of being answered 503, which GitHub would never redeliver by itself; the pool is
+// reset first, so that the write again does not draw another dead connection (here every one of
+// the pool's four is dead, more than a write's tries). The dead connections are made by
+// terminating their backends, with pgxpool's liveness ping turned off so that the pool hands them
+// out as they are.
+func TestAcceptRetriesALostConnection(t *testing.T) {
+	t.Parallel()
+	for _, group := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group=%v", group), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			dbURL := pgtest.NewURL(t)
+			cfg, err := pgxpool.ParseConfig(dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const conns = 4
+			cfg.MaxConns, cfg.MinConns = conns, 0
+			cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pool.Close()
+			admin, err := pgx.Connect(ctx, dbURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer admin.Close(ctx)
+			s := &Store{DB: pool, Reset: pool.Reset}
+			if group {
+				g := groupcommit.New(pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
+				quit, done := make(chan struct{}), make(chan struct{})
+				go func() { defer close(done); g.Run(quit) }()
+				defer func() { close(quit); <-done }()
+				s.Group = g
+			}
+			// The old primary's end: every connection of the pool is dead.
+			failover := func() {
+				t.Helper()
+				held := make([]*pgxpool.Conn, conns)
+				for i := range held {
+					if held[i], err = pool.Acquire(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, c := range held {
+					var killed bool
+					if err := admin.QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, c.Conn().PgConn().PID()).Scan(&killed); err != nil || !killed {
+						t.Fatalf("terminate backend %d: %v, %v", c.Conn().PgConn().PID(), killed, err)
+					}
+					c.Release()
+				}
+			}
+			failover()
+			out, err := s.Accept(ctx, delivery("after-failover"), "")
+			if err != nil {
+				t.Fatalf("delivery on a lost connection: %v", err)
+			}
+			if out.Duplicate || out.InboxID == 0 {
+				t.Fatalf("delivery reported %+v, want stored", out)
+			}
+			failover()
+			ignored := webhook.Delivery{ID: "ignored-after-failover", Event: "star", Ignored: true,
+				PayloadSHA256: sha256.Sum256([]byte("ignored-after-failover"))}
+			if out, err = s.Ignore(ctx, ignored); err != nil {
+				t.Fatalf("ignored delivery on a lost connection: %v", err)
+			}
+			if out.Duplicate || out.Replayed {
+				t.Fatalf("ignored delivery reported %+v, want a new body", out)
+			}
+			var rows, digests int
+			if err := admin.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_inbox), (SELECT count(*) FROM webhook_body_digests)`).Scan(&rows, &digests); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 1 || digests != 2 {
+				t.Fatalf("%d inbox rows and %d digests, want 1 and 2", rows, digests)
+			}
+		})
 	}
 }

@@ -1,12 +1,10 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -15,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
@@ -25,14 +22,20 @@ const MaxBody = 25 << 20
 
 // Outcome is what the store did with a delivery.
 type Outcome struct {
-	InboxID   int64
-	JobID     int64
+	InboxID int64
+	JobID   int64
+	// Duplicate: nothing was written (a known delivery id, or Replayed).
 	Duplicate bool
+	// Replayed: the body is known under another delivery id — a captured body resent, since
+	// GitHub's own redeliveries keep their delivery id.
+	Replayed bool
 }
 
 // Store writes a delivery's inbox row and job in one transaction.
 type Store interface {
 	Accept(ctx context.Context, d Delivery, traceparent string) (Outcome, error)
+	// Ignore records the body digest of a delivery that is not stored.
+	Ignore(ctx context.Context, d Delivery) (Outcome, error)
 }
 
 // Options configure a Handler.
@@ -46,8 +49,16 @@ type Options struct {
 	// StoreTimeout bounds the database write; past it the delivery is answered 503 so that GitHub
 	// (or brops webhooks redeliver) can deliver it again. Keep it well under GitHub's 10 s.
 	StoreTimeout time.Duration
-	// BodyBudget bounds the bytes of request bodies held in memory at once, across requests.
+	// BodyBudget bounds the memory of request bodies held at once, across requests: what is
+	// allocated as bytes arrive, never what Content-Length announces.
 	BodyBudget int64
+	// MinBodyRate is the slowest a client may send its body (bytes per second), after a 2 s grace;
+	// a client that sends nothing for 2 s is cut off too. Zero means 64 KiB/s.
+	MinBodyRate int64
+	// ReadTimeout is the server's bound on a whole request; body reads never wait past it.
+	ReadTimeout time.Duration
+	// ContentType is the one payload encoding accepted (the GitHub App's setting); zero means JSON.
+	ContentType ContentType
 	// OnAccepted, when set, is called after a new delivery was committed (to wake lifecycle).
 	OnAccepted func()
 }
@@ -55,7 +66,7 @@ type Options struct {
 // Handler serves POST /webhook.
 type Handler struct {
 	opts   Options
-	budget *semaphore.Weighted
+	budget *bodyBudget
 }
 
 // NewHandler builds the webhook handler.
@@ -63,7 +74,10 @@ func NewHandler(opts Options) *Handler {
 	if opts.BodyBudget < MaxBody {
 		opts.BodyBudget = MaxBody
 	}
-	return &Handler{opts: opts, budget: semaphore.NewWeighted(opts.BodyBudget)}
+	if opts.MinBodyRate <= 0 {
+		opts.MinBodyRate = DefaultMinBodyRate
+	}
+	return &Handler{opts: opts, budget: newBodyBudget(opts.BodyBudget)}
 }
 
 type response struct {
@@ -71,6 +85,9 @@ type response struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Message    string `json:"message,omitempty"`
 }
+
+// DefaultMinBodyRate is the minimum body transfer rate when none is configured (64 KiB/s).
+const DefaultMinBodyRate = 64 << 10
 
 // budgetWait is how long a request waits for body memory before it is answered 503.
 const budgetWait = time.Second
@@ -105,51 +122,47 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			func(hd http.Header) { hd.Set("Allow", http.MethodPost) })
 		return
 	}
-	if r.ContentLength > MaxBody {
-		reject(&Rejection{http.StatusRequestEntityTooLarge, ResultRejectedTooLarge, "payload larger than 25 MiB"})
-		return
+	br := &bodyReader{budget: h.budget, minRate: h.opts.MinBodyRate}
+	if h.opts.ReadTimeout > 0 {
+		br.deadline = start.Add(h.opts.ReadTimeout)
 	}
-	weight := int64(MaxBody) // unknown length: reserve the cap
-	if r.ContentLength >= 0 {
-		weight = max(r.ContentLength, 1)
-	}
-	wctx, cancel := context.WithTimeout(ctx, budgetWait)
-	err := h.budget.Acquire(wctx, weight)
-	cancel()
+	body, err := br.read(ctx, w, r)
+	defer br.release()
 	if err != nil {
-		reject(&Rejection{http.StatusServiceUnavailable, ResultOverloaded, "too many large deliveries in flight; retry"}, retryAfter(1))
-		return
-	}
-	defer h.budget.Release(weight)
-
-	body, err := readBody(w, r)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.Is(err, errTooLarge):
 			reject(&Rejection{http.StatusRequestEntityTooLarge, ResultRejectedTooLarge, "payload larger than 25 MiB"})
-			return
+		case errors.Is(err, errNoBudget):
+			reject(&Rejection{http.StatusServiceUnavailable, ResultOverloaded, "too many large deliveries in flight; retry"}, retryAfter(1))
+		case errors.Is(err, errTooSlow):
+			reject(&Rejection{http.StatusRequestTimeout, ResultRejectedSlow, "request body sent too slowly"})
+		default:
+			reject(&Rejection{http.StatusBadRequest, ResultRejectedPayload, "could not read the request body"})
 		}
-		reject(&Rejection{http.StatusBadRequest, ResultRejectedPayload, "could not read the request body"})
 		return
 	}
 
-	d, rej := Parse(r.Header, body, h.opts.Secrets())
+	d, rej := Parse(r.Header, body, h.opts.Secrets(), h.opts.ContentType)
+	// The raw body is not needed past here (the document is its own copy): give its memory back
+	// before waiting for the database.
+	br.release()
 	if rej != nil {
 		reject(rej)
 		return
 	}
 	span.SetAttributes(attribute.String("github.delivery_id", d.ID), attribute.String("github.event", d.Event))
-	if d.Ignored {
-		finish(http.StatusAccepted, ResultIgnored, response{Status: ResultIgnored, DeliveryID: d.ID})
-		return
-	}
 	span.SetAttributes(attribute.String("github.action", d.Action), attribute.Int64("github.installation_id", d.InstallationID),
 		attribute.Int64("github.repository_id", d.RepositoryID))
 
 	sctx, cancel := context.WithTimeout(ctx, h.opts.StoreTimeout)
 	defer cancel()
 	sctx, storeSpan := h.opts.Tracer.Start(sctx, "ingest.accept")
-	out, err := h.opts.Store.Accept(sctx, d, telemetry.Traceparent(ctx))
+	var out Outcome
+	if d.Ignored {
+		out, err = h.opts.Store.Ignore(sctx, d)
+	} else {
+		out, err = h.opts.Store.Accept(sctx, d, telemetry.Traceparent(ctx))
+	}
 	if err != nil {
 		storeSpan.RecordError(err)
 		storeSpan.SetStatus(codes.Error, "store")
@@ -162,26 +175,25 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			response{Status: ResultUnavailable, DeliveryID: d.ID, Message: "database unavailable; retry"}, retryAfter(5))
 		return
 	}
-	if out.Duplicate {
+	switch {
+	case out.Replayed:
+		// Answered like a duplicate (the sender learns nothing), counted and logged apart.
+		h.opts.Logger.Warn("signed body replayed under a new delivery id; nothing written",
+			"delivery_id", d.ID, "event", d.Event, "payload_sha256", hex.EncodeToString(d.PayloadSHA256[:]),
+			"first_inbox_id", out.InboxID, "trace_id", telemetry.TraceID(ctx))
+		finish(http.StatusOK, ResultReplayed, response{Status: ResultDuplicate, DeliveryID: d.ID})
+		return
+	case out.Duplicate:
 		finish(http.StatusOK, ResultDuplicate, response{Status: ResultDuplicate, DeliveryID: d.ID})
+		return
+	case d.Ignored:
+		finish(http.StatusAccepted, ResultIgnored, response{Status: ResultIgnored, DeliveryID: d.ID})
 		return
 	}
 	if h.opts.OnAccepted != nil {
 		h.opts.OnAccepted()
 	}
 	finish(http.StatusAccepted, ResultAccepted, response{Status: ResultAccepted, DeliveryID: d.ID})
-}
-
-func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
-	}
-	_, err := io.Copy(&buf, http.MaxBytesReader(w, r.Body, MaxBody))
-	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 func retryAfter(seconds int) func(http.Header) {

@@ -40,22 +40,46 @@ type env struct {
 	reg     *prometheus.Registry
 	secrets atomic.Pointer[[][]byte]
 	seq     atomic.Int64
+	logs    *lockedBuffer
 }
 
-func setup(t *testing.T) *env {
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func setup(t *testing.T) *env { return setupWith(t, nil) }
+
+// setupWith serves a handler whose options configure may change.
+func setupWith(t *testing.T, configure func(*env, *webhook.Options)) *env {
 	t.Helper()
-	e := &env{pool: pgtest.NewPool(t), reg: prometheus.NewRegistry()}
+	e := &env{pool: pgtest.NewPool(t), reg: prometheus.NewRegistry(), logs: &lockedBuffer{}}
 	e.setSecrets(testSecret)
 	tp := telemetry.NewTracerProvider()
-	h := webhook.NewHandler(webhook.Options{
+	opts := webhook.Options{
 		Secrets:      func() [][]byte { return *e.secrets.Load() },
 		Store:        &store.Store{DB: e.pool},
 		Metrics:      webhook.NewMetrics(e.reg),
 		Tracer:       tp.Tracer("test"),
-		Logger:       slog.New(slog.DiscardHandler),
+		Logger:       slog.New(slog.NewTextHandler(e.logs, nil)),
 		StoreTimeout: 5e9,
-	})
-	e.srv = httptest.NewServer(h)
+	}
+	if configure != nil {
+		configure(e, &opts)
+	}
+	e.srv = httptest.NewServer(webhook.NewHandler(opts))
 	t.Cleanup(e.srv.Close)
 	return e
 }
@@ -145,7 +169,7 @@ func TestBadInputsWriteNothing(t *testing.T) {
 		{"json array", req{event: "push", body: []byte(`[]`)}, 400, webhook.ResultRejectedPayload},
 		{"push without repository", req{event: "push", body: []byte(`{"installation":{"id":1},"ref":"refs/tags/v1"}`)}, 400, webhook.ResultRejectedPayload},
 		{"text/plain", req{event: "push", body: push, contentType: "text/plain"}, 415, webhook.ResultRejectedContentType},
-		{"form without payload", req{event: "push", body: []byte("other=1"), contentType: "application/x-www-form-urlencoded"}, 400, webhook.ResultRejectedPayload},
+		{"form while json is configured", req{event: "push", body: form, contentType: "application/x-www-form-urlencoded"}, 415, webhook.ResultRejectedContentType},
 		{"form with signature over decoded payload", req{event: "push", body: form, contentType: "application/x-www-form-urlencoded",
 			signature: hubsig.Sign(testSecret, push)}, 401, webhook.ResultRejectedSignature},
 		{"oversize", req{event: "push", body: bytes.Repeat([]byte("x"), webhook.MaxBody+1)}, 413, webhook.ResultRejectedTooLarge},
@@ -245,17 +269,18 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 
 func TestFormEncodedAndIgnoredEvents(t *testing.T) {
 	t.Parallel()
-	e := setup(t)
+	e := setupWith(t, func(e *env, o *webhook.Options) { o.ContentType = webhook.ContentTypeForm })
 	push := fixture(t, "push.tag_created")
 	form := []byte(url.Values{"payload": {string(push)}}.Encode())
 	if status, _, _ := e.send(t, req{event: "push", body: form, contentType: "application/x-www-form-urlencoded"}); status != 202 {
 		t.Fatalf("form-encoded: %d", status)
 	}
-	if status, _, resp := e.send(t, req{event: "issues", body: []byte(`{"action":"opened"}`)}); status != 202 || resp["status"] != "ignored" {
+	issues := []byte(url.Values{"payload": {`{"action":"opened"}`}}.Encode())
+	if status, _, resp := e.send(t, req{event: "issues", body: issues, contentType: "application/x-www-form-urlencoded"}); status != 202 || resp["status"] != "ignored" {
 		t.Fatalf("unhandled event: %d %v", status, resp)
 	}
 	// An unhandled event is still verified first.
-	if status, _, _ := e.send(t, req{event: "issues", body: []byte(`{}`), unsigned: true}); status != 401 {
+	if status, _, _ := e.send(t, req{event: "issues", body: issues, contentType: "application/x-www-form-urlencoded", unsigned: true}); status != 401 {
 		t.Fatalf("unsigned unhandled event: %d", status)
 	}
 	if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
@@ -310,6 +335,7 @@ func TestSecretRotation(t *testing.T) {
 	}
 	for i, s := range steps {
 		e.setSecrets(s.configured...)
+		body := bytes.Replace(body, []byte(`"zen": "`), []byte(fmt.Sprintf(`"zen": "step %d: `, i)), 1) // each delivery its own body
 		status, _, _ := e.send(t, req{event: "ping", body: body, signature: hubsig.Sign(s.signWith, body)})
 		if status != s.want {
 			t.Fatalf("step %d: status %d, want %d", i, status, s.want)

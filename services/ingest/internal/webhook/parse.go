@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"mime"
 	"net/http"
 	"net/url"
@@ -45,6 +46,7 @@ func (r *Rejection) Error() string { return r.Message }
 const (
 	ResultAccepted            = "accepted"
 	ResultDuplicate           = "duplicate"
+	ResultReplayed            = "replayed"
 	ResultIgnored             = "ignored"
 	ResultRejectedSignature   = "rejected_signature"
 	ResultRejectedHeaders     = "rejected_headers"
@@ -52,6 +54,7 @@ const (
 	ResultRejectedPayload     = "rejected_payload"
 	ResultRejectedTooLarge    = "rejected_too_large"
 	ResultRejectedMethod      = "rejected_method"
+	ResultRejectedSlow        = "rejected_slow"
 	ResultOverloaded          = "overloaded"
 	ResultUnavailable         = "unavailable"
 )
@@ -61,9 +64,32 @@ var (
 	eventPattern      = regexp.MustCompile(`^[a-z_]{1,64}$`)
 )
 
-// Parse verifies and normalizes one request body. It is pure (no I/O), so it is fuzzed directly.
-// Order matters: nothing about the payload is examined before the signature is verified.
-func Parse(h http.Header, body []byte, secrets [][]byte) (Delivery, *Rejection) {
+// ContentType is the one payload encoding ingest accepts: the "Content type" of the GitHub App's
+// webhook settings (BOARDREADYOPS_WEBHOOK_CONTENT_TYPE). The signature covers the body, not the
+// Content-Type header, so accepting both would let a signed JSON body be re-read as a form.
+type ContentType string
+
+// The two encodings GitHub offers.
+const (
+	ContentTypeJSON ContentType = "application/json"
+	ContentTypeForm ContentType = "application/x-www-form-urlencoded"
+)
+
+// ParseContentType reads the configured encoding: "json" or "form", or the media type itself.
+func ParseContentType(s string) (ContentType, error) {
+	switch s {
+	case "json", string(ContentTypeJSON):
+		return ContentTypeJSON, nil
+	case "form", string(ContentTypeForm):
+		return ContentTypeForm, nil
+	}
+	return "", fmt.Errorf("webhook content type %q: want json or form (as set in the GitHub App)", s)
+}
+
+// Parse verifies and normalizes one request body, which must be encoded as want (the zero value
+// means JSON). It is pure (no I/O), so it is fuzzed directly. Order matters: nothing about the
+// payload is examined before the signature is verified.
+func Parse(h http.Header, body []byte, secrets [][]byte, want ContentType) (Delivery, *Rejection) {
 	if err := hubsig.Verify(secrets, h.Get("X-Hub-Signature-256"), body); err != nil {
 		msg := "invalid signature"
 		if errors.Is(err, hubsig.ErrUnsigned) {
@@ -78,13 +104,13 @@ func Parse(h http.Header, body []byte, secrets [][]byte) (Delivery, *Rejection) 
 	if !eventPattern.MatchString(d.Event) {
 		return Delivery{}, &Rejection{http.StatusBadRequest, ResultRejectedHeaders, "missing or invalid X-GitHub-Event header"}
 	}
+	payload, rej := payloadOf(h.Get("Content-Type"), body, want)
+	if rej != nil {
+		return Delivery{}, rej
+	}
 	if !eventdoc.Handled(d.Event) {
 		d.Ignored = true
 		return d, nil
-	}
-	payload, rej := payloadOf(h.Get("Content-Type"), body)
-	if rej != nil {
-		return Delivery{}, rej
 	}
 	doc, err := eventdoc.Normalize(d.Event, payload)
 	if err != nil {
@@ -101,28 +127,28 @@ func Parse(h http.Header, body []byte, secrets [][]byte) (Delivery, *Rejection) 
 	return d, nil
 }
 
-// payloadOf extracts the JSON payload for both content types GitHub offers.
-func payloadOf(contentType string, body []byte) ([]byte, *Rejection) {
+// payloadOf extracts the JSON payload from a body of the configured encoding. A form body must be
+// exactly one payload field, as GitHub sends it: anything beside it would be bytes the signature
+// covers but the document does not come from.
+func payloadOf(contentType string, body []byte, want ContentType) ([]byte, *Rejection) {
+	if want == "" {
+		want = ContentTypeJSON
+	}
 	mediaType, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
+	if err != nil || ContentType(mediaType) != want {
 		return nil, &Rejection{http.StatusUnsupportedMediaType, ResultRejectedContentType,
-			"Content-Type must be application/json or application/x-www-form-urlencoded"}
+			"Content-Type must be " + string(want) + " (the content type configured for this GitHub App)"}
 	}
-	switch mediaType {
-	case "application/json":
+	if want == ContentTypeJSON {
 		return body, nil
-	case "application/x-www-form-urlencoded":
-		form, err := url.ParseQuery(string(body))
-		if err != nil {
-			return nil, &Rejection{http.StatusBadRequest, ResultRejectedPayload, "malformed form body"}
-		}
-		payload := form.Get("payload")
-		if payload == "" {
-			return nil, &Rejection{http.StatusBadRequest, ResultRejectedPayload, "form body without a payload field"}
-		}
-		return []byte(payload), nil
-	default:
-		return nil, &Rejection{http.StatusUnsupportedMediaType, ResultRejectedContentType,
-			"Content-Type must be application/json or application/x-www-form-urlencoded"}
 	}
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, &Rejection{http.StatusBadRequest, ResultRejectedPayload, "malformed form body"}
+	}
+	payload := form["payload"]
+	if len(form) != 1 || len(payload) != 1 || payload[0] == "" {
+		return nil, &Rejection{http.StatusBadRequest, ResultRejectedPayload, "form body must be exactly one payload field"}
+	}
+	return []byte(payload[0]), nil
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
-	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 // Outcomes of a handled job (metric label values, a closed set).
@@ -70,7 +69,9 @@ func (e *DeferError) Error() string { return "deferred: " + e.Reason }
 
 // Job is what a handler needs of a claimed job.
 type Job struct {
-	ID          int64
+	ID int64
+	// Worker holds the job's lease: the release functions act only on a job leased to it.
+	Worker      string
 	Kind        string
 	Attempts    int
 	ReceivedAt  time.Time
@@ -81,7 +82,6 @@ type Job struct {
 // Handlers applies jobs.
 type Handlers struct {
 	cfg    Config
-	outbox *outbox.Store
 	logger *slog.Logger
 	now    func() time.Time
 }
@@ -91,7 +91,7 @@ func New(cfg Config, logger *slog.Logger, now func() time.Time) *Handlers {
 	if now == nil {
 		now = time.Now
 	}
-	return &Handlers{cfg: cfg, outbox: &outbox.Store{}, logger: logger, now: now}
+	return &Handlers{cfg: cfg, logger: logger, now: now}
 }
 
 // Result is what a handler did.

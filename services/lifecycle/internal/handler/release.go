@@ -10,8 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 // releaseSettings are a repository's effective settings: its row in repository_release_settings,
@@ -41,23 +39,24 @@ func (h *Handlers) settings(ctx context.Context, tx pgx.Tx, repositoryID int64) 
 
 // pushTarget is what the push rules need, read in one statement.
 type pushTarget struct {
-	active, archived, removed bool
-	settings                  releaseSettings
+	active, archived, removed, belongs bool
+	settings                           releaseSettings
 }
 
 // pushTarget reads the installation's activity, the repository's state and its effective release
-// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet.
+// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet. belongs is
+// false when the repository is recorded under another installation than the delivery's.
 func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64) (pushTarget, error) {
 	t := pushTarget{settings: releaseSettings{WorkflowFile: h.cfg.WorkflowFile, TagPattern: h.cfg.TagPattern, Enabled: true}}
 	var wf, tp *string
 	var enabled *bool
 	err := tx.QueryRow(ctx, `
 		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL, r.archived, r.removed_at IS NOT NULL,
-		       s.workflow_file, s.tag_pattern, s.enabled
+		       r.installation_id = i.id, s.workflow_file, s.tag_pattern, s.enabled
 		FROM repositories r
 		JOIN installations i ON i.id = $1
 		LEFT JOIN repository_release_settings s ON s.repository_id = r.id
-		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &wf, &tp, &enabled)
+		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &t.belongs, &wf, &tp, &enabled)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, err
 	}
@@ -108,6 +107,13 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	if err != nil {
 		return Result{}, err
 	}
+	if !t.belongs {
+		// The repository is recorded under another installation: a tag push of this delivery's
+		// installation cannot start its release (a transfer moves it first, by its own event).
+		h.logger.Warn("tag push for a repository of another installation; ignored",
+			"repository_id", repo.ID, "installation_id", d.InstallationID)
+		return ignored(), nil
+	}
 	if !t.active || t.archived || t.removed || !t.settings.Enabled {
 		return ignored(), nil
 	}
@@ -117,9 +123,11 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 		}
 		return ignored(), nil
 	}
+	// The run is built from the job's stored delivery (repository, installation, ref, commit) and
+	// the repository's workflow setting; the configured default applies only without one.
 	var runID *string
-	err = tx.QueryRow(ctx, `SELECT boardreadyops_release_run_create($1, $2, $3, $4, $5, $6, $7)::text`,
-		repo.ID, d.InstallationID, p.Ref, p.After, t.settings.WorkflowFile, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&runID)
+	err = tx.QueryRow(ctx, `SELECT boardreadyops_release_run_create_from_push($1, $2, $3, $4, $5)::text`,
+		job.ID, job.Worker, h.cfg.WorkflowFile, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&runID)
 	if err != nil {
 		return Result{}, fmt.Errorf("create release run: %w", err)
 	}
@@ -179,7 +187,7 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 }
 
 // workflowRun: progress of a dispatched release workflow, matched by the persisted workflow run
-// id. Completion finishes the attempt (and the run, when the attempt is current) and enqueues the
+// id and the attempt's repository (a run id alone could complete another repository's attempt). Completion finishes the attempt (and the run, when the attempt is current) and enqueues the
 // check run's completion. A run that arrives before its dispatch was recorded waits (deferred,
 // bounded by the match window); one that never matches is recorded as unmatched.
 func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
@@ -188,73 +196,27 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 	if wr.Event != "workflow_dispatch" {
 		return ignored(), nil // not started by a dispatch: not ours
 	}
-	var (
-		attemptID, runID, attemptStatus, runStatus, fullName string
-		number, currentAttempt                               int
-		checkRunID                                           *int64
-		installationID                                       int64
-		workflowFile                                         string
-	)
-	err := tx.QueryRow(ctx, `
-		SELECT a.id::text, a.number, a.status, r.id::text, r.status, r.current_attempt, r.check_run_id,
-		       r.installation_id, r.workflow_file, p.full_name
-		FROM execution_attempts a
-		JOIN release_runs r ON r.id = a.release_run_id
-		JOIN repositories p ON p.id = r.repository_id
-		WHERE a.workflow_run_id = $1
-		FOR UPDATE OF r, a SKIP LOCKED`, wr.ID).
-		Scan(&attemptID, &number, &attemptStatus, &runID, &runStatus, &currentAttempt, &checkRunID, &installationID, &workflowFile, &fullName)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Not recorded yet, or its attempt is locked by the dispatch completion that is recording it
-		// right now (SKIP LOCKED: waiting there could deadlock against that completion's batch).
-		return h.unmatchedWorkflowRun(ctx, tx, job)
-	}
+	// Matched by the recorded workflow run id in the delivery's repository; the attempt, the run and
+	// the check run's completion are written from stored state only.
+	var outcome string
+	var runID, attemptID *string
+	var outboxID *int64
+	err := tx.QueryRow(ctx, `SELECT outcome, release_run_id::text, execution_attempt_id::text, outbox_id
+		FROM boardreadyops_execution_attempt_finish($1, $2, $3, $4)`,
+		job.ID, job.Worker, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&outcome, &runID, &attemptID, &outboxID)
 	if err != nil {
-		return Result{}, fmt.Errorf("match workflow run %d: %w", wr.ID, err)
+		return Result{}, fmt.Errorf("finish attempt of workflow run %d: %w", wr.ID, err)
 	}
-	if d.Action != "completed" {
-		return ignored(), nil // requested / in_progress: the attempt is already running since its dispatch
-	}
-	if attemptStatus != "running" {
-		return ignored(), nil // already finished: a redelivery or a re-run inside Actions
-	}
-	status, checkConclusion := conclusionOf(wr.Conclusion)
-	if _, err := tx.Exec(ctx, `UPDATE execution_attempts SET status = $2, conclusion = $3, completed_at = now(), updated_at = now()
-		WHERE id = $1`, attemptID, status, nonEmpty(wr.Conclusion, "unknown")); err != nil {
-		return Result{}, fmt.Errorf("finish attempt %s: %w", attemptID, err)
-	}
-	if number == currentAttempt && runStatus == "running" {
-		if _, err := tx.Exec(ctx, `UPDATE release_runs SET status = $2, completed_at = now(), updated_at = now() WHERE id = $1`,
-			runID, status); err != nil {
-			return Result{}, fmt.Errorf("finish release run %s: %w", runID, err)
-		}
-	}
-	if checkRunID == nil {
+	switch outcome {
+	case "unmatched":
+		// Not recorded yet, or its attempt is locked by the dispatch completion recording it now.
+		return h.unmatchedWorkflowRun(ctx, tx, job)
+	case "ignored":
+		return ignored(), nil // requested / in_progress, or already finished (a redelivery)
+	case "finished":
 		return applied(0), nil // no check run to complete (cannot happen after a dispatch; defensive)
 	}
-	_, _, err = h.outbox.Enqueue(ctx, tx, outbox.NewEffect{
-		EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: runID, ExecutionAttemptID: attemptID,
-		InstallationID: installationID, Traceparent: job.Traceparent,
-		Payload: map[string]any{
-			"release_run_id":       runID,
-			"execution_attempt_id": attemptID,
-			"attempt_number":       number,
-			"installation_id":      installationID,
-			"repository_full_name": fullName,
-			"check_run_id":         *checkRunID,
-			"name":                 h.cfg.CheckRunName,
-			"conclusion":           checkConclusion,
-			"workflow_run_id":      wr.ID,
-			"workflow_run_url":     wr.HTMLURL,
-			"title":                fmt.Sprintf("Release %s", checkConclusion),
-			"summary": fmt.Sprintf("Attempt %d: workflow %s run %d concluded %s.",
-				number, workflowFile, wr.ID, nonEmpty(wr.Conclusion, "unknown")),
-		},
-	})
-	if err != nil {
-		return Result{}, err
-	}
-	h.logger.Info("release attempt finished", "release_run_id", runID, "execution_attempt_id", attemptID, "conclusion", wr.Conclusion)
+	h.logger.Info("release attempt finished", "release_run_id", *runID, "execution_attempt_id", *attemptID, "conclusion", wr.Conclusion)
 	return applied(1), nil
 }
 
@@ -283,25 +245,6 @@ func (h *Handlers) unmatchedWorkflowRun(ctx context.Context, tx pgx.Tx, job Job)
 		until = deadline
 	}
 	return Result{}, &DeferError{Until: until, Reason: fmt.Sprintf("workflow run %d not matched to a dispatched attempt yet", wr.ID)}
-}
-
-// conclusionOf maps a workflow run conclusion to the attempt status and the check run conclusion.
-func conclusionOf(c string) (status, check string) {
-	switch c {
-	case "success":
-		return "succeeded", "success"
-	case "cancelled":
-		return "cancelled", "cancelled"
-	default: // failure, timed_out, startup_failure, action_required, neutral, skipped, stale, ""
-		return "failed", "failure"
-	}
-}
-
-func nonEmpty(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func nullIfEmpty(s string) *string {

@@ -112,14 +112,17 @@ func (b *bundle) deliver(doc eventdoc.Document) int64 {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	sum := sha256.Sum256(payload)
+	delivery := fmt.Sprintf("delivery-%d-%d", time.Now().UnixNano(), b.seq.Add(1))
+	// Each delivery is its own raw body (as GitHub's are: ingest accepts a body once), so the
+	// same document can be delivered twice, as a redelivery under a new id would be.
+	sum := sha256.Sum256(append([]byte(delivery), payload...))
 	var repo *int64
 	if doc.Repository != nil {
 		repo = &doc.Repository.ID
 	}
 	var jobID *int64
 	err = b.pool.QueryRow(b.ctx, `SELECT job_id FROM boardreadyops_webhook_accept($1, $2, nullif($3, ''), nullif($4, 0), $5, $6, $7, $8)`,
-		fmt.Sprintf("delivery-%d-%d", time.Now().UnixNano(), b.seq.Add(1)), doc.Event, doc.Action, doc.InstallationID, repo, payload, sum[:],
+		delivery, doc.Event, doc.Action, doc.InstallationID, repo, payload, sum[:],
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01").Scan(&jobID)
 	if err != nil || jobID == nil {
 		b.t.Fatalf("deliver: %v", err)

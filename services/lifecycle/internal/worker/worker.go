@@ -426,7 +426,7 @@ func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow
 		}
 	}()
 	return w.handlers.Handle(ctx, tx, handler.Job{
-		ID: j.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
+		ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
 		Traceparent: telemetry.Traceparent(ctx),
 	})
 }

@@ -32,7 +32,10 @@ func (c *Config) register(e *config.Env) {
 	e.Duration(&c.RequestTimeout, "github-request-timeout", "BOARDREADYOPS_GITHUB_REQUEST_TIMEOUT", 20*time.Second,
 		"bound on one GitHub request (at most half the lease)")
 	e.Int(&d.Concurrency, "concurrency", "BOARDREADYOPS_DISPATCHER_CONCURRENCY", 32, "deliveries in flight at once")
-	e.Int(&d.PerInstallation, "per-installation", "BOARDREADYOPS_DISPATCHER_PER_INSTALLATION", 8, "deliveries in flight for one installation")
+	e.Int(&d.PerInstallation, "per-installation", "BOARDREADYOPS_DISPATCHER_PER_INSTALLATION", 1,
+		"GitHub requests in flight for one installation, across replicas (GitHub asks for 1; 0: no per-installation pacing)")
+	e.Duration(&d.MutationInterval, "mutation-interval", "BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL", time.Second,
+		"least time from the end of one delivery of an installation to its next (GitHub asks for 1s between mutating requests)")
 	e.Int(&d.BatchSize, "batch-size", "BOARDREADYOPS_DISPATCHER_BATCH_SIZE", 32, "effects claimed at once (at most the concurrency)")
 	e.Duration(&d.ClaimFill, "claim-fill", "BOARDREADYOPS_DISPATCHER_CLAIM_FILL", 5*time.Millisecond,
 		"while backlogged, how long to wait for a whole batch of free slots before claiming fewer (0: never waits)")
@@ -55,8 +58,11 @@ func (c *Config) validate() error {
 	if d.Concurrency < 1 || d.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_CONCURRENCY %d: want 1 to 1024", d.Concurrency))
 	}
-	if d.PerInstallation < 1 || d.PerInstallation > d.Concurrency {
-		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_PER_INSTALLATION %d: want 1 to the concurrency", d.PerInstallation))
+	if d.PerInstallation < 0 || d.PerInstallation > d.Concurrency {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_PER_INSTALLATION %d: want 0 (off) to the concurrency", d.PerInstallation))
+	}
+	if d.MutationInterval < 0 || d.MutationInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL %v: want 0 to 1m", d.MutationInterval))
 	}
 	if d.BatchSize < 1 || d.BatchSize > 1000 {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DISPATCHER_BATCH_SIZE %d: want 1 to 1000", d.BatchSize))
@@ -98,19 +104,23 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	tp := b.Traces
 	tracer := tp.Tracer("github.com/boardreadyops/cloud/services/outbox-dispatcher")
 	m := dispatcher.NewMetrics(b.Registry)
+	var disp *dispatcher.Dispatcher // built below, on the client; the client reports budgets to it
 	gh, err := githubapp.New(githubapp.Config{AppID: int64(c.AppID), PrivateKey: key, BaseURL: c.GitHubURL,
-		Timeout: c.RequestTimeout, Observe: m.ObserveGitHub, Tracer: tracer})
+		Timeout: c.RequestTimeout, Observe: m.ObserveGitHub, Tracer: tracer,
+		ObserveRate: func(id int64, r githubapp.Rate) { disp.ObserveRate(id, r) }})
 	if err != nil {
 		return err
 	}
 	d := c.D
 	d.WorkerID = daemon.WorkerID("outbox-dispatcher")
+	d.Unpaced = d.PerInstallation == 0 // BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=0: pacing off
+	// GitHub: at least a minute after a secondary limit that names no time, growing exponentially.
+	d.RateLimitBackoff, d.RateLimitMaxBackoff = time.Minute, 16*time.Minute
 	d.GitHub, d.Metrics, d.Tracer, d.Logger = gh, m, tracer, b.Logger
-	disp, err := dispatcher.New(b.Pool, d)
-	if err != nil {
+	if disp, err = dispatcher.New(b.Pool, d); err != nil {
 		return err
 	}
 	b.Logger.Info("dispatcher starting", "worker_id", d.WorkerID, "github_api_url", c.GitHubURL, "concurrency", d.Concurrency,
-		"per_installation", d.PerInstallation, "lease", d.Lease)
+		"per_installation", d.PerInstallation, "mutation_interval", d.MutationInterval, "lease", d.Lease)
 	return disp.Run(ctx)
 }

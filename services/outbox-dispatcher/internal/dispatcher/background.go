@@ -19,10 +19,12 @@ func (d *Dispatcher) recovery() queuerun.Recovery[outbox.Recovered] {
 	}
 }
 
-// stats refreshes the effect gauges (states in effectStates' order).
+// stats refreshes the effect gauges (states in effectStates' order) and, first, records the
+// GitHub budgets and refreshes the rate-limit gauges.
 func (d *Dispatcher) stats() queuerun.Stats {
 	return queuerun.Stats{Name: "read outbox statistics", Interval: d.cfg.StatsInterval,
 		Read: func(ctx context.Context) (float64, []int64, error) {
+			d.recordBudgets(ctx) // the GitHub budgets observed, and the rate-limit gauges, each round
 			st, err := d.store.Stats(ctx, d.pool)
 			return st.OldestAvailableAgeSeconds, []int64{st.Available, st.Leased, st.Retrying, st.DeadLetter, st.ReconciliationRequired}, err
 		}}

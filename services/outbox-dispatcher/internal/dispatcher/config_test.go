@@ -26,14 +26,17 @@ func TestConfigDefaults(t *testing.T) {
 		want Config // the settings only
 	}{
 		{"service defaults", Config{WorkerID: "d", GitHub: NoopGitHub{}},
-			Config{Concurrency: 32, PerInstallation: 8, BatchSize: 32, Lease: time.Minute, PollInterval: time.Second,
-				MaxBackoff: 10 * time.Minute, RecoverInterval: 15 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
-		{"small concurrency bounds the batch and the per-installation share", Config{WorkerID: "d", GitHub: NoopGitHub{}, Concurrency: 4, BatchSize: 64, Lease: 20 * time.Second},
-			Config{Concurrency: 4, PerInstallation: 4, BatchSize: 4, Lease: 20 * time.Second, PollInterval: time.Second,
-				MaxBackoff: 10 * time.Minute, RecoverInterval: 5 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
+			Config{Concurrency: 32, PerInstallation: 1, BatchSize: 32, Lease: time.Minute, PollInterval: time.Second,
+				MaxBackoff: 10 * time.Minute, RecoverInterval: 15 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release", RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute}},
+		{"unpaced: the in-process bound is the concurrency", Config{WorkerID: "d", GitHub: NoopGitHub{}, Unpaced: true},
+			Config{Concurrency: 32, PerInstallation: 32, Unpaced: true, BatchSize: 32, Lease: time.Minute, PollInterval: time.Second,
+				MaxBackoff: 10 * time.Minute, RecoverInterval: 15 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release", RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute}},
+		{"small concurrency bounds the batch", Config{WorkerID: "d", GitHub: NoopGitHub{}, Concurrency: 4, BatchSize: 64, Lease: 20 * time.Second},
+			Config{Concurrency: 4, PerInstallation: 1, BatchSize: 4, Lease: 20 * time.Second, PollInterval: time.Second,
+				MaxBackoff: 10 * time.Minute, RecoverInterval: 5 * time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release", RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute}},
 		{"claim fill stays zero: never waits", Config{WorkerID: "d", GitHub: NoopGitHub{}, ClaimFill: 0, Lease: 2 * time.Second},
-			Config{Concurrency: 32, PerInstallation: 8, BatchSize: 32, Lease: 2 * time.Second, PollInterval: time.Second,
-				MaxBackoff: 10 * time.Minute, RecoverInterval: time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release"}},
+			Config{Concurrency: 32, PerInstallation: 1, BatchSize: 32, Lease: 2 * time.Second, PollInterval: time.Second,
+				MaxBackoff: 10 * time.Minute, RecoverInterval: time.Second, StatsInterval: 5 * time.Second, CheckRunName: "BoardReadyOps release", RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

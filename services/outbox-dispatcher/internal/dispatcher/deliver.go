@@ -81,18 +81,14 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
 			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
-			// Claimed for the first time and never failed: no earlier request can have created a
-			// check run (every path after a request that may have reached GitHub — retry, lease
-			// recovery, dead letter and its replay — leaves last_error set), so the search is skipped.
-			FirstAttempt: e.Attempts == 1 && e.LastError == nil,
 		})
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
 		var next int64
-		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunCreate(b, e.ID, d.cfg.WorkerID, id, func(n int64, err error) { next = n; report(err) })
-		})
+		}))
 		if next != 0 {
 			d.Wake() // the workflow dispatch it enqueued is due now
 		}
@@ -105,9 +101,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
-		})
+		}))
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
 			// GitHub created the run, but the attempt cannot take it: an operator decides.
 			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -128,9 +124,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
-		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
-		})
+		}))
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}
 	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -171,17 +167,9 @@ func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string
 // delivered; a workflow dispatch needs reconciliation instead.
 func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, replaySafe bool) string {
 	msg := err.Error()
-	var ge *githubapp.Error
-	errors.As(err, &ge)
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
-		until := ge.RetryAt
-		if latest := time.Now().Add(110 * time.Minute); until.After(latest) {
-			until = latest
-		}
-		d.limiter.block(e.InstallationID, until)
-		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		return d.record(ctx, e, d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, msg), OutcomeDeferred))
+		return d.rateLimited(ctx, e, err)
 	case githubapp.Rejected:
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
 	case githubapp.MaybeDelivered:

@@ -3,9 +3,11 @@
 // performs the request and commits the matching transition — completion, retry, deferral,
 // dead letter or reconciliation, by the failure's class.
 //
-// Concurrency is bounded overall and per installation; a rate-limited installation's effects are
-// deferred until its reset without spending attempts and without holding up other installations.
-// Expired leases are recovered periodically; queue gauges come from one query per interval.
+// Concurrency is bounded overall and per installation, and one installation's mutations are
+// paced, across replicas, through the claim (docs/dispatcher.md, "Rate limits and pacing"). A
+// rate-limited installation is blocked in PostgreSQL for every replica, its effects deferred
+// without spending attempts and without holding up other installations. Expired leases are
+// recovered periodically; queue gauges come from one query per interval.
 package dispatcher
 
 import (
@@ -37,9 +39,20 @@ type Config struct {
 	WorkerID string
 	// Concurrency is the number of deliveries in flight at once, across installations; default 32.
 	Concurrency int
-	// PerInstallation is the number in flight for one installation, at most Concurrency;
-	// default 8 (or Concurrency when that is lower).
+	// PerInstallation is the number in flight for one installation, across replicas, at most
+	// Concurrency; default 1 (GitHub asks for serial requests).
 	PerInstallation int
+	// Unpaced turns per-installation pacing off (rate-limit blocks are still honoured).
+	Unpaced bool
+	// MutationInterval is the least time between the end of one delivery of an installation and
+	// the claim of its next (GitHub asks for at least a second between mutating requests); zero
+	// for none.
+	MutationInterval time.Duration
+	// RateLimitBackoff is the first block of an installation after a rate limit for which GitHub
+	// named no time (GitHub: at least a minute); it doubles per repeated limit up to
+	// RateLimitMaxBackoff. Defaults 1m and 16m.
+	RateLimitBackoff    time.Duration
+	RateLimitMaxBackoff time.Duration
 	// BatchSize caps one claim; default 32. A batch larger than Concurrency is lowered to it.
 	BatchSize int
 	// Lease of a claimed effect; longer than the slowest request plus its recording. Default 1m.
@@ -86,7 +99,8 @@ func (c Config) withDefaults() (Config, error) {
 		errs = append(errs, fmt.Errorf("dispatcher: Config.Concurrency %d, PerInstallation %d, BatchSize %d: must not be negative",
 			c.Concurrency, c.PerInstallation, c.BatchSize))
 	}
-	if min(c.Lease, c.ClaimFill, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval) < 0 {
+	if min(c.Lease, c.ClaimFill, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval,
+		c.MutationInterval, c.RateLimitBackoff, c.RateLimitMaxBackoff) < 0 {
 		errs = append(errs, errors.New("dispatcher: Config durations must not be negative"))
 	}
 	c.Concurrency = cmp.Or(c.Concurrency, 32)
@@ -96,7 +110,12 @@ func (c Config) withDefaults() (Config, error) {
 	if err := errors.Join(errs...); err != nil {
 		return c, err
 	}
-	c.PerInstallation = cmp.Or(c.PerInstallation, min(8, c.Concurrency))
+	c.PerInstallation = cmp.Or(c.PerInstallation, 1)
+	if c.Unpaced {
+		c.PerInstallation = c.Concurrency // the in-process bound only
+	}
+	c.RateLimitBackoff = cmp.Or(c.RateLimitBackoff, time.Minute)
+	c.RateLimitMaxBackoff = max(cmp.Or(c.RateLimitMaxBackoff, 16*time.Minute), c.RateLimitBackoff)
 	c.BatchSize = min(cmp.Or(c.BatchSize, 32), c.Concurrency)
 	c.Lease = cmp.Or(c.Lease, time.Minute)
 	c.PollInterval = cmp.Or(c.PollInterval, time.Second)
@@ -131,6 +150,7 @@ type Dispatcher struct {
 	slots   chan struct{}
 	run     *queuerun.Runner[outbox.Effect]
 	backoff queuerun.Backoff
+	budgets budgets
 }
 
 // New builds a dispatcher on pool from cfg.
@@ -202,7 +222,7 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 		}
 		wake := d.run.Next()
 		batch, err := d.run.Claim(ctx, func(ctx context.Context) ([]outbox.Effect, error) {
-			return d.store.Claim(ctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease)
+			return d.store.ClaimPaced(ctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease, d.pace())
 		})
 		for range held - len(batch) {
 			<-d.slots
@@ -287,15 +307,17 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	defer d.metrics.inFlight.Dec()
 
 	var outcome string
-	if until, blocked := d.limiter.blockedUntil(e.InstallationID); blocked {
-		d.metrics.deferrals.WithLabelValues(e.EffectType).Inc()
-		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, until, "installation rate limited"), OutcomeDeferred)
-	} else if !d.limiter.acquire(e.InstallationID) {
+	if !d.limiter.acquire(e.InstallationID) {
 		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
 	} else {
 		outcome = d.deliver(ctx, e)
 		d.limiter.release(e.InstallationID)
+	}
+	if outcome == OutcomeCompleted {
+		d.paceReleased() // with the completion, in its transaction
+	} else {
+		d.releasePace(ctx, e)
 	}
 	span.SetAttributes(attribute.String("boardreadyops.outcome", outcome))
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
@@ -304,35 +326,17 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	}
 }
 
-// limiter tracks per-installation rate-limit blocks and in-flight counts.
+// limiter counts one process's deliveries in flight per installation. The claim bounds them
+// across replicas; this holds the bound within the process even when a lease expired and an
+// installation's count in PostgreSQL was reset before its delivery ended.
 type limiter struct {
-	per     int
-	mu      sync.Mutex
-	blocked map[int64]time.Time
-	active  map[int64]int
+	per    int
+	mu     sync.Mutex
+	active map[int64]int
 }
 
 func newLimiter(per int) *limiter {
-	return &limiter{per: per, blocked: map[int64]time.Time{}, active: map[int64]int{}}
-}
-
-func (l *limiter) block(id int64, until time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if until.After(l.blocked[id]) {
-		l.blocked[id] = until
-	}
-}
-
-func (l *limiter) blockedUntil(id int64) (time.Time, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	until, ok := l.blocked[id]
-	if ok && !time.Now().Before(until) {
-		delete(l.blocked, id) // bounded: entries leave as their blocks end
-		return time.Time{}, false
-	}
-	return until, ok
+	return &limiter{per: per, active: map[int64]int{}}
 }
 
 func (l *limiter) acquire(id int64) bool {

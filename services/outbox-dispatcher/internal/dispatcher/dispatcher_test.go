@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,13 +27,18 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 const appID = 424242
 
 type env struct {
-	t    *testing.T
-	ctx  context.Context
-	pool *pgxpool.Pool
-	sim  *githubsim.Simulator
-	gh   *githubapp.Client
-	reg  *prometheus.Registry
-	n    int
+	t      *testing.T
+	ctx    context.Context
+	url    string // the test database, as the superuser
+	apiURL string // the simulator
+	key    []byte // the App's private key
+	pool   *pgxpool.Pool
+	sim    *githubsim.Simulator
+	gh     *githubapp.Client
+	reg    *prometheus.Registry
+	n      int
+	// first is the first dispatcher built: the budgets the shared client observes go to it.
+	first atomic.Pointer[dispatcher.Dispatcher]
 }
 
 func setup(t *testing.T) *env {
@@ -45,25 +51,63 @@ func setup(t *testing.T) *env {
 	t.Cleanup(sim.Close)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
-	gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: time.Second})
+	e := &env{t: t, ctx: context.Background(), url: pgtest.NewURL(t), apiURL: srv.URL, key: key, sim: sim, reg: prometheus.NewRegistry()}
+	if e.pool, err = pgxpool.New(e.ctx, e.url); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(e.pool.Close)
+	e.gh, err = githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: time.Second,
+		ObserveRate: func(id int64, r githubapp.Rate) {
+			if d := e.first.Load(); d != nil {
+				d.ObserveRate(id, r)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: context.Background(), pool: pgtest.NewPool(t), sim: sim, gh: gh, reg: prometheus.NewRegistry()}
+	return e
 }
 
 func (e *env) dispatcher(lease time.Duration) *dispatcher.Dispatcher {
+	return e.dispatcherWith(lease, func(*dispatcher.Config) {})
+}
+
+// dispatcherWith builds a dispatcher whose config edit changes.
+func (e *env) dispatcherWith(lease time.Duration, edit func(*dispatcher.Config)) *dispatcher.Dispatcher {
+	return e.build(lease, edit, e.pool, e.gh)
+}
+
+// replica builds a dispatcher as a deployment runs one: its own connections, as a login of the
+// boardreadyops_dispatcher role, and its own GitHub client (reporting budgets to it).
+func (e *env) replica(lease time.Duration, edit func(*dispatcher.Config)) *dispatcher.Dispatcher {
+	e.t.Helper()
+	var d atomic.Pointer[dispatcher.Dispatcher]
+	gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: e.key, BaseURL: e.apiURL, Timeout: time.Second,
+		ObserveRate: func(id int64, r githubapp.Rate) { d.Load().ObserveRate(id, r) }})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	d.Store(e.build(lease, edit, pgtest.NewLoginPool(e.t, e.url, "boardreadyops_dispatcher"), gh))
+	return d.Load()
+}
+
+func (e *env) build(lease time.Duration, edit func(*dispatcher.Config), pool *pgxpool.Pool, gh *githubapp.Client) *dispatcher.Dispatcher {
 	e.n++
 	reg := prometheus.NewRegistry()
 	if e.n == 1 {
 		reg = e.reg // the first dispatcher's metrics are inspected by the tests
 	}
-	return newDispatcher(e.t, e.pool, dispatcher.Config{
+	cfg := dispatcher.Config{
 		WorkerID: fmt.Sprintf("dispatcher-%d", e.n), Concurrency: 16, PerInstallation: 8, BatchSize: 16, Lease: lease,
 		PollInterval: 20 * time.Millisecond, Listen: true, MaxBackoff: time.Second, RecoverInterval: 100 * time.Millisecond,
 		StatsInterval: 50 * time.Millisecond, CheckRunName: "BoardReadyOps release",
-		GitHub: e.gh, Metrics: dispatcher.NewMetrics(reg),
-	})
+		RateLimitBackoff: time.Minute, RateLimitMaxBackoff: 16 * time.Minute,
+		GitHub: gh, Metrics: dispatcher.NewMetrics(reg),
+	}
+	edit(&cfg)
+	d := newDispatcher(e.t, pool, cfg)
+	e.first.CompareAndSwap(nil, d)
+	return d
 }
 
 // newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
@@ -299,7 +343,7 @@ func TestRateLimitedInstallationDoesNotStallOthers(t *testing.T) {
 		t.Fatalf("%d deferred effects spent attempts", n)
 	}
 	// The limited installation was asked at most a few times: later effects were deferred locally.
-	if n := e.sim.Count(githubsim.OpCreateCheckRun, 429); n > 8 {
+	if n := e.sim.Count(githubsim.OpCreateCheckRun, 403); n > 8 {
 		t.Fatalf("%d rate-limited requests: the block was not honoured", n)
 	}
 }

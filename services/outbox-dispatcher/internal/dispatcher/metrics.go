@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
 
@@ -11,13 +12,16 @@ import (
 // with labels only from closed sets (state, effect_type, outcome, operation, status_class) —
 // never installation, repository, delivery or payload dimensions.
 type Metrics struct {
-	queue       *queuerun.Metrics
-	lag         *prometheus.HistogramVec
-	processed   *prometheus.CounterVec
-	deferrals   *prometheus.CounterVec
-	inFlight    prometheus.Gauge
-	requests    *prometheus.CounterVec
-	requestTime *prometheus.HistogramVec
+	queue        *queuerun.Metrics
+	lag          *prometheus.HistogramVec
+	processed    *prometheus.CounterVec
+	deferrals    *prometheus.CounterVec
+	inFlight     prometheus.Gauge
+	requests     *prometheus.CounterVec
+	requestTime  *prometheus.HistogramVec
+	budgetLowest prometheus.Gauge
+	blocked      prometheus.Gauge
+	paced        prometheus.Gauge
 }
 
 // effectStates are the states of the effects gauge, in the order the statistics task counts them.
@@ -68,6 +72,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of GitHub API requests, by operation.",
 			Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20},
 		}, []string{"operation"}),
+		budgetLowest: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_budget_lowest_remaining_ratio",
+			Help: "Lowest share of its primary GitHub budget (x-ratelimit-remaining / -limit) any installation has left in its current window (1 when none is known).",
+		}),
+		blocked: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_installations_rate_limited",
+			Help: "Installations blocked now because GitHub rate-limited them (shared by every replica).",
+		}),
+		paced: f.NewGauge(prometheus.GaugeOpts{
+			Name: "boardreadyops_github_installations_paced",
+			Help: "Installations held back now by per-installation pacing (a delivery in flight at the limit, or the mutation interval not over).",
+		}),
 	}
 }
 
@@ -75,4 +91,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) ObserveGitHub(operation, statusClass string, seconds float64) {
 	m.requests.WithLabelValues(operation, statusClass).Inc()
 	m.requestTime.WithLabelValues(operation).Observe(seconds)
+}
+
+func (m *Metrics) setLimitStats(st outbox.LimitStats) {
+	lowest := 1.0
+	if st.LowestRemainingFraction != nil {
+		lowest = *st.LowestRemainingFraction
+	}
+	m.budgetLowest.Set(lowest)
+	m.blocked.Set(float64(st.Blocked))
+	m.paced.Set(float64(st.Paced))
 }

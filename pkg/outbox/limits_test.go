@@ -1,0 +1,200 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/groupcommit"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+)
+
+// effectsOf enqueues n check-run creations (one release run each) for installation inst.
+func effectsOf(t *testing.T, ctx context.Context, b *bundle, inst int64, n int) []int64 {
+	t.Helper()
+	var ids []int64
+	for range n {
+		r := run{InstallationID: inst, RepositoryID: randomID()}
+		if _, err := b.pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES ($1, 'octo-org', 'Organization')
+			ON CONFLICT DO NOTHING`, inst); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.pool.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name) VALUES ($1, $2, $3)`,
+			r.RepositoryID, inst, fmt.Sprintf("octo-org/repo-%d", r.RepositoryID)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.pool.QueryRow(ctx, `INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+			VALUES ($1, $2, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'check_pending') RETURNING id::text`,
+			r.RepositoryID, inst).Scan(&r.ID); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, enqueueCreate(t, ctx, b, r))
+	}
+	return ids
+}
+
+func countBy(effects []outbox.Effect) map[int64]int {
+	out := map[int64]int{}
+	for _, e := range effects {
+		out[e.InstallationID]++
+	}
+	return out
+}
+
+func release(t *testing.T, ctx context.Context, b *bundle, interval time.Duration, installations ...int64) {
+	t.Helper()
+	errs := groupcommit.New(b.pool, nil, 10, 10*time.Second).CommitTogether(func(batch *groupcommit.Batch, report func(error)) {
+		for _, inst := range installations {
+			b.store.QueueRelease(batch, inst, interval, report)
+		}
+	})
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestBlockedInstallationIsNotClaimed(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	limited, other := randomID(), randomID()
+	effectsOf(t, ctx, b, limited, 3)
+	end, err := b.store.Block(ctx, b.pool, limited, b.clock.Now().Add(90*time.Second), time.Minute, 15*time.Minute)
+	if err != nil || !end.Equal(b.clock.Now().Add(90*time.Second)) {
+		t.Fatalf("block: %v %v", end, err)
+	}
+	late := effectsOf(t, ctx, b, limited, 1) // enqueued during the block: due, still not claimed
+	effectsOf(t, ctx, b, other, 2)
+	for i, pace := range []outbox.Pace{{}, {PerInstallation: 8}} {
+		got, err := b.store.ClaimPaced(ctx, b.pool, fmt.Sprintf("w-%d", i), 100, time.Minute, pace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := countBy(got); n[limited] != 0 || (i == 0 && n[other] != 2) {
+			t.Fatalf("pace %+v: claimed %v during the block", pace, n)
+		}
+	}
+	if n := count(t, ctx, b, `SELECT count(*) FROM control_plane_outbox WHERE installation_id = $1 AND attempts > 0`, limited); n != 0 {
+		t.Fatalf("%d effects of the blocked installation spent an attempt", n)
+	}
+	b.clock.Advance(91 * time.Second)
+	got, err := b.store.Claim(ctx, b.pool, "w-after", 100, time.Minute)
+	if err != nil || countBy(got)[limited] != 4 {
+		t.Fatalf("after the block: %v %v (late effect %d)", countBy(got), err, late[0])
+	}
+}
+
+func count(t *testing.T, ctx context.Context, b *bundle, q string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := b.pool.QueryRow(ctx, q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Without a time from GitHub the block backs off exponentially from its base, capped, with
+// jitter, and starts again from the base once the installation went a cap without a limit.
+func TestBlockBacksOffExponentially(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	inst := randomID()
+	for i, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
+		now := b.clock.Now()
+		end, err := b.store.Block(ctx, b.pool, inst, time.Time{}, time.Minute, 10*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := end.Sub(now); got < want*9/10 || got > want*11/10 {
+			t.Fatalf("limit %d: blocked %v, want %v ± 10 %%", i+1, got, want)
+		}
+		b.clock.Advance(end.Sub(now)) // the next limit right after the block ends
+	}
+	b.clock.Advance(11 * time.Minute)
+	now := b.clock.Now()
+	end, err := b.store.Block(ctx, b.pool, inst, time.Time{}, time.Minute, 10*time.Minute)
+	if err != nil || end.Sub(now) > 66*time.Second {
+		t.Fatalf("after a quiet cap: blocked %v (%v), want the base again", end.Sub(now), err)
+	}
+	// A block never shortens one in force.
+	if end2, err := b.store.Block(ctx, b.pool, inst, now.Add(time.Second), time.Minute, 10*time.Minute); err != nil || !end2.Equal(end) {
+		t.Fatalf("shorter block: %v %v, want %v kept", end2, err, end)
+	}
+}
+
+// Paced: one effect per installation per claim, none while it is in flight, and the next only
+// the interval after its release.
+func TestPacedClaim(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	busy, quiet := randomID(), randomID()
+	effectsOf(t, ctx, b, busy, 5)
+	effectsOf(t, ctx, b, quiet, 1)
+	pace := outbox.Pace{PerInstallation: 1, MutationInterval: time.Second}
+	claim := func(worker string) map[int64]int {
+		t.Helper()
+		got, err := b.store.ClaimPaced(ctx, b.pool, worker, 10, time.Minute, pace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return countBy(got)
+	}
+	if n := claim("w1"); n[busy] != 1 || n[quiet] != 1 {
+		t.Fatalf("first claim %v, want one of each installation", n)
+	}
+	b.clock.Advance(5 * time.Second) // in flight: no second delivery, however long it takes
+	if n := claim("w2"); len(n) != 0 {
+		t.Fatalf("claimed %v while the busy installation's delivery is in flight", n)
+	}
+	release(t, ctx, b, time.Second, busy)
+	b.clock.Advance(900 * time.Millisecond)
+	if n := claim("w2"); len(n) != 0 {
+		t.Fatalf("claimed %v sooner than the interval after the release", n)
+	}
+	b.clock.Advance(100 * time.Millisecond)
+	if n := claim("w2"); n[busy] != 1 || len(n) != 1 {
+		t.Fatalf("claim after the interval %v, want one of the busy installation", n)
+	}
+	// A replica that died holds the installation only until its claim's lease ends.
+	b.clock.Advance(61 * time.Second)
+	if n := claim("w3"); n[busy] != 1 {
+		t.Fatalf("claim after the lease of an unreleased delivery %v", n)
+	}
+	st, err := b.store.LimitStats(ctx, b.pool, 1)
+	if err != nil || st.Paced != 1 || st.Blocked != 0 || st.LowestRemainingFraction != nil {
+		t.Fatalf("stats %+v %v, want the busy installation paced (the quiet one's lease ended)", st, err)
+	}
+	// Without an interval, up to PerInstallation at once.
+	pace = outbox.Pace{PerInstallation: 2}
+	b.clock.Advance(2 * time.Minute)
+	if n := claim("w4"); n[busy] != 2 {
+		t.Fatalf("claim without interval %v, want 2 of the busy installation", n)
+	}
+}
+
+func TestRecordBudgets(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	spent, fine := randomID(), randomID()
+	effectsOf(t, ctx, b, spent, 1)
+	reset := b.clock.Now().Add(20 * time.Minute).Truncate(time.Second)
+	if err := b.store.RecordBudgets(ctx, b.pool, []outbox.Budget{
+		{InstallationID: spent, Limit: 5000, Remaining: 0, Reset: reset},
+		{InstallationID: fine, Limit: 5000, Remaining: 4000, Reset: reset},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := b.store.LimitStats(ctx, b.pool, 1)
+	if err != nil || st.Blocked != 1 || st.LowestRemainingFraction == nil || *st.LowestRemainingFraction != 0 {
+		t.Fatalf("stats %+v %v", st, err)
+	}
+	if got, err := b.store.Claim(ctx, b.pool, "w", 10, time.Minute); err != nil || len(got) != 0 {
+		t.Fatalf("claimed %d effects of an installation without budget (%v)", len(got), err)
+	}
+	b.clock.Advance(21 * time.Minute)
+	if got, err := b.store.Claim(ctx, b.pool, "w", 10, time.Minute); err != nil || len(got) != 1 {
+		t.Fatalf("after the reset: %d effects (%v)", len(got), err)
+	}
+}

@@ -1,0 +1,141 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+)
+
+// fencedDispatch is one workflow dispatch the restore fence moved to reconciliation_required.
+type fencedDispatch struct {
+	ID                 int64     `db:"id" json:"id"`
+	ReleaseRunID       string    `db:"release_run_id" json:"release_run_id"`
+	ExecutionAttemptID *string   `db:"execution_attempt_id" json:"execution_attempt_id"`
+	CreatedAt          time.Time `db:"created_at" json:"created_at"`
+	FromStatus         string    `db:"from_status" json:"from_status"`
+}
+
+// fenceResult is what brops restore fence reports.
+type fenceResult struct {
+	Since     time.Time        `json:"since"`
+	Window    time.Time        `json:"window_start"` // since − margin
+	Fenced    []fencedDispatch `json:"fenced"`
+	Redeliver string           `json:"redeliver_command"`
+}
+
+func newRestoreCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Make a restored database safe before the services start (docs/operations.md, backup and restore)",
+	}
+	var sinceText, reason, operator string
+	var margin time.Duration
+	fence := &cobra.Command{
+		Use:   "fence --since TIMESTAMP",
+		Short: "Move workflow dispatches that may have been sent after the restore point to reconciliation_required",
+		Long: `Run after restoring a backup and before any outbox-dispatcher starts. --since is the restore
+point (the recovery_target_time, or the end of the base backup). Every workflow dispatch still
+available or leased that was created at or after --since minus --margin may have been sent by the
+old dispatchers after that point, which the restored database cannot know: it is moved to
+reconciliation_required (audited), so it is never sent again blindly; resolve each with
+brops reconcile inspect / resolve. Check-run effects need nothing: their creation lists before it
+creates, their completion is idempotent. Make --margin longer than the oldest available effect's
+age at the time (boardreadyops_outbox_oldest_available_effect_age_seconds): an effect that waited
+longer may have been claimed late. Prints the brops webhooks redeliver command that asks GitHub
+for the deliveries the restored database never received.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if sinceText == "" {
+				return usageError{errors.New("--since is required: the restore point, e.g. 2026-12-03T09:15:00Z")}
+			}
+			since, err := time.Parse(time.RFC3339, sinceText)
+			if err != nil {
+				return usageError{fmt.Errorf("--since %q: want an RFC 3339 time such as 2026-12-03T09:15:00Z", sinceText)}
+			}
+			if margin < 0 {
+				return usageError{errors.New("--margin must not be negative")}
+			}
+			if strings.TrimSpace(operator) == "" {
+				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			window := since.Add(-margin)
+			rows, err := pool.Query(cmd.Context(), `SELECT id, release_run_id::text, execution_attempt_id::text, created_at, from_status
+				FROM boardreadyops_outbox_fence_restored($1, $2, $3)`, window, operator, reason)
+			if err != nil {
+				return fmt.Errorf("fence restored dispatches: %w", err)
+			}
+			fenced, err := pgx.CollectRows(rows, pgx.RowToStructByName[fencedDispatch])
+			if err != nil {
+				return fmt.Errorf("fence restored dispatches: %w", err)
+			}
+			res := fenceResult{Since: since, Window: window, Fenced: fenced, Redeliver: redeliverCommand(time.Since(window))}
+			return g.render(res, func(w io.Writer) {
+				fmt.Fprintf(w, "%d workflow dispatches created since %s moved to reconciliation_required\n", len(fenced), window.UTC().Format(time.RFC3339))
+				if len(fenced) > 0 {
+					fmt.Fprintln(w, "ID\tRELEASE RUN\tATTEMPT\tCREATED\tWAS")
+					for _, f := range fenced {
+						fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", f.ID, f.ReleaseRunID, str(f.ExecutionAttemptID), f.CreatedAt.UTC().Format(time.RFC3339), f.FromStatus)
+					}
+					fmt.Fprintln(w, "next: brops reconcile list, then brops reconcile inspect ID / resolve ID for each")
+				}
+				fmt.Fprintf(w, "then recover the deliveries GitHub sent after the restore point:\n  %s\n", res.Redeliver)
+				fmt.Fprintln(w, "new workflow dispatches wait in reconciliation_required until: brops restore close")
+			})
+		},
+	}
+	fence.Flags().StringVar(&sinceText, "since", "", "the restore point, RFC 3339 (required)")
+	fence.Flags().DurationVar(&margin, "margin", 15*time.Minute, "safety margin before --since")
+	fence.Flags().StringVar(&reason, "reason", "point-in-time restore", "why (audited)")
+	g.operatorFlag(fence, &operator)
+	var closeOperator string
+	closeCmd := &cobra.Command{
+		Use:   "close",
+		Short: "End the hold the fence opened, once the redelivered deliveries are processed",
+		Long: `While a fence's hold is open, every new workflow dispatch waits in reconciliation_required:
+a redelivered push creates a new release run, which the old deployment may already have
+dispatched under other ids, and a check-run creation restored mid-way enqueues a dispatch the old
+deployment sent. Close the hold once brops webhooks redeliver has run, lifecycle has processed the
+redeliveries and the dispatchers have done the pending check-run creations (brops stats: no
+available jobs, no available github.check_run.create); new releases then dispatch again.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(closeOperator) == "" {
+				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			var n int
+			if err := pool.QueryRow(cmd.Context(), `SELECT boardreadyops_outbox_fence_close($1)`, closeOperator).Scan(&n); err != nil {
+				return fmt.Errorf("close restore fence: %w", err)
+			}
+			return g.render(map[string]int{"closed": n}, func(w io.Writer) { fmt.Fprintf(w, "%d restore fence holds closed\n", n) })
+		},
+	}
+	g.operatorFlag(closeCmd, &closeOperator)
+	cmd.AddCommand(fence, closeCmd)
+	return cmd
+}
+
+// redeliverCommand is the brops webhooks redeliver invocation that covers the last ago, rounded
+// up to whole minutes and capped at GitHub's 72 hours of delivery history.
+func redeliverCommand(ago time.Duration) string {
+	ago = min(max(ago.Truncate(time.Minute)+time.Minute, time.Minute), 72*time.Hour)
+	s := strings.TrimSuffix(ago.String(), "0s")
+	if ago == 72*time.Hour {
+		s = "72h" // GitHub keeps three days; anything older is gone
+	}
+	return "brops webhooks redeliver --include-delivered --since " + s
+}

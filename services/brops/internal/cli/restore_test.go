@@ -1,0 +1,97 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
+)
+
+// The restore fence moves the workflow dispatches that may have been sent after the restore point
+// (undelivered, created in the window) to reconciliation_required with an audit row each, leaves
+// older ones and check-run effects alone, and prints the redelivery command for the window.
+func TestRestoreFence(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	leased, _, _ := o.dispatch("")
+	available, _, _ := o.dispatch("")
+	if err := o.st.Release(o.ctx, o.pool, available, "w"); err != nil {
+		t.Fatal(err)
+	}
+	old, _, _ := o.dispatch("")
+	if err := o.st.Release(o.ctx, o.pool, old, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := o.pool.Exec(o.ctx, `UPDATE control_plane_outbox SET created_at = now() - interval '3 hours' WHERE id = $1`, old); err != nil {
+		t.Fatal(err)
+	}
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+
+	for _, bad := range [][]string{{"restore", "fence"}, {"restore", "fence", "--since", "yesterday"}} {
+		if code, _, _ := run(t, o.env, bad...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (usage)", bad, code)
+		}
+	}
+	code, out, errOut := run(t, o.env, "restore", "fence", "--since", since, "--margin", "10m", "-o", "json")
+	if code != 0 {
+		t.Fatalf("fence: exit %d %s %s", code, out, errOut)
+	}
+	var res struct {
+		Fenced []struct {
+			ID         int64  `json:"id"`
+			FromStatus string `json:"from_status"`
+		} `json:"fenced"`
+		Redeliver string `json:"redeliver_command"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	got := map[int64]string{}
+	for _, f := range res.Fenced {
+		got[f.ID] = f.FromStatus
+	}
+	if len(got) != 2 || got[leased] != "leased" || got[available] != "available" {
+		t.Fatalf("fenced %v, want %d (leased) and %d (available)", got, leased, available)
+	}
+	if res.Redeliver != "brops webhooks redeliver --include-delivered --since 12m" {
+		t.Errorf("redeliver command %q", res.Redeliver)
+	}
+	for id, want := range map[int64]string{leased: outbox.StatusReconciliationRequired, available: outbox.StatusReconciliationRequired, old: outbox.StatusAvailable} {
+		if s := o.status(id); s != want {
+			t.Errorf("effect %d is %s, want %s", id, s, want)
+		}
+	}
+	var audits int
+	if err := o.pool.QueryRow(o.ctx, `SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.restore_fence' AND operator = 'alice'
+		AND to_status = 'reconciliation_required' AND subject_id = ANY($1)`, []int64{leased, available}).Scan(&audits); err != nil || audits != 2 {
+		t.Fatalf("%d audit rows, %v; want 2", audits, err)
+	}
+	// The table output says what to do next; a second run fences nothing.
+	code, out, _ = run(t, o.env, "restore", "fence", "--since", since)
+	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --include-delivered --since") {
+		t.Fatalf("second fence: exit %d\n%s", code, out)
+	}
+}
+
+// While the fence's hold is open a new first-generation dispatch is created in
+// reconciliation_required; after brops restore close it is created available again.
+func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	held, _ := o.enqueueDispatch()
+	if s := o.status(held); s != outbox.StatusReconciliationRequired {
+		t.Fatalf("dispatch created during the hold is %s", s)
+	}
+	if code, out, _ := run(t, o.env, "restore", "close"); code != 0 || !strings.Contains(out, "1 restore fence holds closed") {
+		t.Fatalf("close: %d %s", code, out)
+	}
+	free, _ := o.enqueueDispatch()
+	if s := o.status(free); s != outbox.StatusAvailable {
+		t.Fatalf("dispatch created after the hold is %s, want available", s)
+	}
+}
