@@ -77,16 +77,17 @@ $(TOOLS)/controller-gen:
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 .PHONY: generate
-generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its CRD and RBAC rules into the chart, and the schema snapshot schema/current (needs PostgreSQL 15)
+generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its CRD and RBAC rules into the chart, the schema snapshot schema/current (needs PostgreSQL 15) and the Grafana dashboards (hack/dashboards)
 	cd services/operator && $(TOOLS)/controller-gen object paths=./api/...
 	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/crds
 	cd services/operator && $(TOOLS)/controller-gen rbac:roleName=boardreadyops-operator paths=./internal/controller/... output:rbac:dir=$(CURDIR)/$(CHART)/files
 	PATH="$(PG15_BIN):$$PATH" go run ./hack/schemasnap -out schema/current
+	go run ./hack/dashboards -out $(CHART)/dashboards
 
 # The schema snapshot is generated with PostgreSQL 15 (Debian 12's postgresql); its bin directory
 # goes first on PATH when present.
 PG15_BIN     ?= /usr/lib/postgresql/15/bin
-GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/current
+GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/current $(CHART)/dashboards
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)

@@ -11,6 +11,7 @@ require (
 	github.com/boardreadyops/cloud/pkg v0.0.0-00010101000000-000000000000
 	github.com/boardreadyops/cloud/schema v0.0.0-00010101000000-000000000000
 	github.com/google/go-containerregistry v0.22.1
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/jackc/pgx/v5 v5.13.0
 	go.opentelemetry.io/proto/otlp v1.11.0
 	google.golang.org/grpc v1.85.0

@@ -199,16 +199,24 @@ func TestMonitoringObjectsMatchTheirSources(t *testing.T) {
 		t.Fatal("the PrometheusRule's groups differ from rules/boardreadyops.rules.yml")
 	}
 
-	cm := find(t, objs, "ConfigMap", "brops-boardreadyops-dashboard-overview").typed.(*corev1.ConfigMap)
-	if cm.Labels["grafana_dashboard"] != "1" {
-		t.Fatalf("dashboard ConfigMap lacks the sidecar label: %v", cm.Labels)
+	files, err := filepath.Glob(filepath.Join(chartDir, "dashboards", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no dashboards in the chart (%v)", err)
 	}
-	want := strings.TrimRight(string(readFile(t, filepath.Join(chartDir, "dashboards", "boardreadyops-overview.json"))), "\n")
-	if got := cm.Data["boardreadyops-overview.json"]; got != want {
-		t.Fatal("the dashboard ConfigMap does not hold the dashboard JSON unchanged")
-	}
-	if !json.Valid([]byte(cm.Data["boardreadyops-overview.json"])) {
-		t.Fatal("dashboard is not valid JSON")
+	for _, f := range files {
+		file := filepath.Base(f)
+		name := "brops-boardreadyops-dashboard-" + strings.TrimPrefix(strings.TrimSuffix(file, ".json"), "boardreadyops-")
+		cm := find(t, objs, "ConfigMap", name).typed.(*corev1.ConfigMap)
+		if cm.Labels["grafana_dashboard"] != "1" {
+			t.Fatalf("%s lacks the sidecar label: %v", name, cm.Labels)
+		}
+		want := strings.TrimRight(string(readFile(t, f)), "\n")
+		if got := cm.Data[file]; got != want {
+			t.Fatalf("%s does not hold %s unchanged", name, file)
+		}
+		if !json.Valid([]byte(cm.Data[file])) {
+			t.Fatalf("%s is not valid JSON", file)
+		}
 	}
 }
 
