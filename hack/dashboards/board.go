@@ -95,7 +95,9 @@ func (b board) build() (dashboard.Dashboard, error) {
 			Datasource(datasource).
 			Query(dashboard.StringOrMap{String: new(fmt.Sprintf("label_values(%s, job)", withNamespace(b.jobsBy)))}).
 			Refresh(dashboard.VariableRefreshOnTimeRangeChanged).Sort(dashboard.VariableSortAlphabeticalAsc).
-			Multi(true).IncludeAll(true).AllValue(".+"))
+			// All is the listed jobs (Grafana's default), not .+: that would match every job in the
+			// namespace on a service's dashboard.
+			Multi(true).IncludeAll(true))
 	for _, uid := range b.links {
 		db.Link(dashboard.NewDashboardLinkBuilder(titles[uid]).
 			Type(dashboard.DashboardLinkTypeLink).

@@ -239,8 +239,8 @@ func dispatcher() board {
 func processRow() row {
 	return row{"Process", []panel{
 		{
-			title:       "CPU, by instance",
-			description: "CPU time each instance uses per second (1 = one core).",
+			title:       "CPU cores used, by instance",
+			description: "CPU seconds each instance uses per second: 1 is one core busy.",
 			unit:        "short",
 			queries:     []query{{`sum by (instance) (` + rate(m("process_cpu_seconds_total")) + `)`, "{{instance}}"}},
 		},
