@@ -37,7 +37,8 @@ type panel struct {
 	width                    uint32
 	queries                  []query
 	emptyWhenHealthy         bool
-	threshold                float64 // a red line at this value when above zero
+	threshold                float64  // a red line at this value when above zero
+	min                      *float64 // the axis minimum; nil: from the data
 	rightAxis                *override
 }
 
@@ -156,6 +157,9 @@ func (p panel) builder(id uint32) *timeseries.PanelBuilder {
 		pb.Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).
 			Steps([]dashboard.Threshold{{Color: "green"}, {Color: "red", Value: new(p.threshold)}})).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine))
+	}
+	if p.min != nil {
+		pb.Min(*p.min)
 	}
 	if o := p.rightAxis; o != nil {
 		pb.OverrideByName(o.legend, []dashboard.DynamicConfigValue{

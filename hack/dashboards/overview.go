@@ -1,5 +1,7 @@
 package main
 
+import "fmt"
+
 // Dashboard uids; each is also the file name in the chart.
 const (
 	overviewUID   = "boardreadyops-overview"
@@ -30,11 +32,60 @@ func overview() board {
 		jobsBy:      serviceJobs,
 		links:       []string{ingestUID, lifecycleUID, dispatcherUID},
 		rows: []row{
+			{"SLOs (99 % of release runs; docs/operations.md, SLOs)", sloPanels()},
 			{"Flow", flowPanels()},
 			{"Attention", attentionPanels()},
 			{"GitHub", githubPanels()},
 			{"Retention", retentionPanels()},
 			{"Broker-transition triggers (evaluate a broker only after database and index tuning)", brokerPanels()},
+		},
+	}
+}
+
+// The release SLOs' indicators (histograms the dispatcher observes) and their thresholds.
+const (
+	visibleSLI    = "boardreadyops_release_check_run_visible_seconds"
+	visibleWithin = `le="60"`
+	shownSLI      = "boardreadyops_release_conclusion_shown_seconds"
+	shownWithin   = `le="300"`
+	sloObjective  = 0.99
+)
+
+// goodRatio is the share of a histogram's observations at or under a bucket.
+func goodRatio(histogram, le string) string {
+	return `sum(` + rate(m(histogram+"_bucket", le)) + `) / sum(` + rate(m(histogram+"_count")) + `)`
+}
+
+func sloPanels() []panel {
+	burn := func(histogram, le string) string {
+		return `(1 - ` + goodRatio(histogram, le) + fmt.Sprintf(`) / %g`, 1-sloObjective)
+	}
+	return []panel{
+		{
+			title:       "Check run visible within 60 s of the tag push",
+			description: "Share of release runs whose check run was created on GitHub within 60 s of the tag push, over the rate interval. Objective 99 % (red line); the axis starts at 90 %.",
+			unit:        "percentunit",
+			threshold:   sloObjective,
+			min:         new(0.9),
+			queries:     []query{{goodRatio(visibleSLI, visibleWithin), "within 60 s"}},
+		},
+		{
+			title:       "Conclusion shown within 5 min of workflow_run.completed",
+			description: "Share of completed workflow runs whose conclusion the check run showed within 300 s, over the rate interval. Objective 99 % (red line); the axis starts at 90 %.",
+			unit:        "percentunit",
+			threshold:   sloObjective,
+			min:         new(0.9),
+			queries:     []query{{goodRatio(shownSLI, shownWithin), "within 5 min"}},
+		},
+		{
+			title:       "Error budget burn rate",
+			description: "How fast each SLO spends its error budget over the rate interval (1 = exactly the budget). The burn-rate alerts page at 14.4 (red line) over 1 h and 5 min, and warn at 6 over 6 h and 30 min.",
+			unit:        "short",
+			threshold:   14.4,
+			queries: []query{
+				{burn(visibleSLI, visibleWithin), "check run visible"},
+				{burn(shownSLI, shownWithin), "conclusion shown"},
+			},
 		},
 	}
 }
