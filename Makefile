@@ -93,6 +93,10 @@ GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/curren
 verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)
 	@git diff --exit-code -- $(GENERATED) && test -z "$$(git status --porcelain -- $(GENERATED))" || { git status --short -- $(GENERATED); echo "generated files are stale: run make generate and commit"; exit 1; }
 
+.PHONY: dashboards-preview
+dashboards-preview: ## Render each dashboard to docs/img/dashboard-*.png with real data: the services under load, a Debian Prometheus, uPlot (npm) in headless Chromium (PROMETHEUS_URL=... renders from that Prometheus instead)
+	hack/dashboards/preview.sh
+
 IMAGE_TAG  ?= dev
 IMAGE_BASE ?= gcr.io/distroless/static-debian12:nonroot
 PUSH       ?=
