@@ -92,24 +92,9 @@ func sloPanels() []panel {
 
 func flowPanels() []panel {
 	return []panel{
-		{
-			title:       "Webhooks in, by result",
-			description: "Webhook deliveries ingest received per second, by result (accepted, duplicate, ignored, rejected...).",
-			unit:        "reqps",
-			queries:     []query{{`sum by (result) (` + rate(m("boardreadyops_ingest_deliveries_total")) + `)`, "{{result}}"}},
-		},
-		{
-			title:       "Jobs by state",
-			description: "Control-plane jobs in the database by state, as counted by lifecycle (every replica reports the same count, hence max).",
-			unit:        "short",
-			queries:     []query{{`max by (state) (` + m("boardreadyops_lifecycle_jobs") + `)`, "{{state}}"}},
-		},
-		{
-			title:       "Effects by state",
-			description: "Outbox effects in the database by state, as counted by the dispatcher (every replica reports the same count, hence max).",
-			unit:        "short",
-			queries:     []query{{`max by (state) (` + m("boardreadyops_outbox_effects") + `)`, "{{state}}"}},
-		},
+		deliveriesByResult(),
+		jobsByState(),
+		effectsByState(),
 		{
 			title:       "Oldest available age",
 			description: "Age of the oldest effect and of the oldest job that are due and not claimed: how far the workers are behind.",
@@ -161,12 +146,7 @@ func attentionPanels() []panel {
 			emptyWhenHealthy: true,
 			queries:          []query{{`max(` + m("boardreadyops_outbox_effects", `state="reconciliation_required"`) + `)`, "dispatches"}},
 		},
-		{
-			title:       "Effects processed, by outcome",
-			description: "Effects the dispatchers finished per second, by outcome (completed, retried, deferred, dead_letter...).",
-			unit:        "ops",
-			queries:     []query{{`sum by (outcome) (` + rate(m("boardreadyops_outbox_effects_processed_total")) + `)`, "{{outcome}}"}},
-		},
+		effectsByOutcome(),
 		{
 			title:            "Stale release runs",
 			description:      "Release runs not in a terminal state and older than the stale threshold, over all states (brops release-runs list shows them).",
@@ -193,13 +173,7 @@ func attentionPanels() []panel {
 
 func githubPanels() []panel {
 	return []panel{
-		{
-			title:       "GitHub requests, by operation and status class",
-			description: "GitHub API requests per second from the dispatchers, by operation and status class (2xx, 4xx, 5xx, rate_limited, error).",
-			unit:        "reqps",
-			width:       12,
-			queries:     []query{{`sum by (operation, status_class) (` + rate(m("boardreadyops_github_requests_total")) + `)`, "{{operation}} {{status_class}}"}},
-		},
+		githubRequests(),
 		{
 			title:            "Rate-limit deferrals",
 			description:      "Effects per second put back because their installation is rate limited, over all effect types (the dispatcher dashboard has them by type).",

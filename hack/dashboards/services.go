@@ -9,12 +9,7 @@ func ingest() board {
 		links:       []string{overviewUID, lifecycleUID, dispatcherUID},
 		rows: []row{
 			{"Webhooks", []panel{
-				{
-					title:       "Deliveries, by result",
-					description: "Webhook deliveries received per second, by result (accepted, duplicate, ignored, rejected...).",
-					unit:        "reqps",
-					queries:     []query{{`sum by (result) (` + rate(m("boardreadyops_ingest_deliveries_total")) + `)`, "{{result}}"}},
-				},
+				deliveriesByResult(),
 				{
 					title:       "Deliveries, by event",
 					description: "Webhook deliveries received per second, by GitHub event (handled events, else other).",
@@ -82,12 +77,7 @@ func lifecycle() board {
 					unit:        "ops",
 					queries:     []query{{`sum(` + rate(m("boardreadyops_lifecycle_effects_enqueued_total")) + `)`, "effects"}},
 				},
-				{
-					title:       "Jobs by state",
-					description: "Jobs in the database by state (every replica reports the same count, hence max).",
-					unit:        "short",
-					queries:     []query{{`max by (state) (` + m("boardreadyops_lifecycle_jobs") + `)`, "{{state}}"}},
-				},
+				jobsByState(),
 				{
 					title:       "Job lag p50 / p99",
 					description: "Time from a job's creation (the webhook's acceptance) to its completion.",
@@ -141,24 +131,14 @@ func dispatcher() board {
 		links:       []string{overviewUID, ingestUID, lifecycleUID},
 		rows: []row{
 			{"Effects", []panel{
-				{
-					title:       "Effects processed, by outcome",
-					description: "Effects finished per second, by outcome (completed, retried, deferred, dead_letter, reconciliation_required, lease_lost, store_failed).",
-					unit:        "ops",
-					queries:     []query{{`sum by (outcome) (` + rate(m("boardreadyops_outbox_effects_processed_total")) + `)`, "{{outcome}}"}},
-				},
+				effectsByOutcome(),
 				{
 					title:       "Effects processed, by type",
 					description: "Effects finished per second, by effect type.",
 					unit:        "ops",
 					queries:     []query{{`sum by (effect_type) (` + rate(m("boardreadyops_outbox_effects_processed_total")) + `)`, "{{effect_type}}"}},
 				},
-				{
-					title:       "Effects by state",
-					description: "Effects in the database by state (every replica reports the same count, hence max).",
-					unit:        "short",
-					queries:     []query{{`max by (state) (` + m("boardreadyops_outbox_effects") + `)`, "{{state}}"}},
-				},
+				effectsByState(),
 				{
 					title:       "Outbox lag p99, by type",
 					description: "99th percentile of the time from an effect's creation to its completion, by effect type.",
@@ -206,13 +186,7 @@ func dispatcher() board {
 				},
 			}},
 			{"GitHub API", []panel{
-				{
-					title:       "Requests, by operation and status class",
-					description: "GitHub API requests per second, by operation and status class (2xx, 4xx, 5xx, rate_limited, error).",
-					unit:        "reqps",
-					width:       12,
-					queries:     []query{{`sum by (operation, status_class) (` + rate(m("boardreadyops_github_requests_total")) + `)`, "{{operation}} {{status_class}}"}},
-				},
+				githubRequests(),
 				{
 					title:       "Request duration p99, by operation",
 					description: "99th percentile of the GitHub API request duration, by operation.",
