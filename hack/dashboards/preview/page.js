@@ -112,7 +112,7 @@
       scales: { x: { time: true }, y: { range }, r: { range: (u, min, max) => [0, p.right && p.right.max != null ? p.right.max : range(u, min, max)[1]] } },
       axes: [
         { stroke: "#5a6069", grid: { stroke: "#eceef0", width: 1 }, ticks: { stroke: "#d8d9da", width: 1 }, font: "11px DejaVu Sans", size: 24,
-          space: 70, values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, t % 60 === 0 ? 16 : 19)) },
+          space: 44, values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, t % 60 === 0 ? 16 : 19)) },
         { stroke: "#5a6069", grid: { stroke: "#eceef0", width: 1 }, ticks: { show: false }, font: "11px DejaVu Sans", size: 64,
           values: (u, splits) => splits.map((v) => fmt(p.unit, v)), incrs: p.unit === "bytes" ? binaryIncrs : undefined },
       ],
