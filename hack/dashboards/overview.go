@@ -45,9 +45,11 @@ func overview() board {
 // The release SLOs' indicators (histograms the dispatcher observes) and their thresholds.
 const (
 	visibleSLI    = "boardreadyops_release_check_run_visible_seconds"
-	visibleWithin = `le="60"`
+	// A scrape in the OpenMetrics format (Prometheus's preferred one) writes the bucket bound as
+	// "60.0", the classic text format as "60": match both.
+	visibleWithin = `le=~"60|60.0"`
 	shownSLI      = "boardreadyops_release_conclusion_shown_seconds"
-	shownWithin   = `le="300"`
+	shownWithin   = `le=~"300|300.0"`
 	sloObjective  = 0.99
 )
 
