@@ -88,7 +88,14 @@
       continue;
     }
     const unitOf = (s) => (p.right && s.name === p.right.name ? p.right.unit : p.unit);
+    // Series that stay at 0 over the whole range (a closed label set initialised at start) share
+    // one legend line, so that the legend never crowds out the plot.
+    const zeros = [];
     p.series.forEach((s, i) => {
+      if (p.series.length > 4 && s.values.every((v) => v === null || v === 0)) {
+        zeros.push(s.name || "value");
+        return;
+      }
       const item = el("span");
       const sw = el("span", "sw");
       sw.style.background = palette[i % palette.length];
@@ -97,6 +104,11 @@
       item.append(sw, document.createTextNode(s.name || "value"), el("span", "v", "last " + fmt(unitOf(s), last) + ", max " + fmt(unitOf(s), peak)));
       legend.append(item);
     });
+    if (zeros.length) {
+      const z = el("span", "zeros", zeros.length + " more at 0: " + zeros.join(", "));
+      z.title = zeros.join(", ");
+      legend.append(z);
+    }
     const hasRight = p.right && p.series.some((s) => s.name === p.right.name);
     const range = (u, min, max) => {
       const lo = p.min != null ? p.min : Math.min(0, min ?? 0);
@@ -112,7 +124,8 @@
       scales: { x: { time: true }, y: { range }, r: { range: (u, min, max) => [0, p.right && p.right.max != null ? p.right.max : range(u, min, max)[1]] } },
       axes: [
         { stroke: "#5a6069", grid: { stroke: "#eceef0", width: 1 }, ticks: { stroke: "#d8d9da", width: 1 }, font: "11px DejaVu Sans", size: 24,
-          space: 44, values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, t % 60 === 0 ? 16 : 19)) },
+          space: 44, incrs: [60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400],
+          values: (u, splits) => splits.map((t) => new Date(t * 1000).toISOString().slice(11, 16)) },
         { stroke: "#5a6069", grid: { stroke: "#eceef0", width: 1 }, ticks: { show: false }, font: "11px DejaVu Sans", size: 64,
           values: (u, splits) => splits.map((v) => fmt(p.unit, v)), incrs: p.unit === "bytes" ? binaryIncrs : undefined },
       ],
