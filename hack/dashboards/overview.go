@@ -158,7 +158,7 @@ func attentionPanels() []panel {
 		},
 		{
 			title:            "Unmatched workflow completions",
-			description:      "workflow_run.completed webhooks per second that matched no release run (a dispatch GitHub ran without us, or a lost match).",
+			description:      "Release-workflow workflow_run deliveries per second recorded as unmatched: no dispatched attempt took them within the match window (a run started outside the product, or a lost match).",
 			unit:             "ops",
 			emptyWhenHealthy: true,
 			queries:          []query{{`sum(` + rate(m("boardreadyops_workflow_completions_unmatched_total")) + `)`, "unmatched"}},
@@ -222,7 +222,7 @@ func retentionPanels() []panel {
 		},
 		{
 			title:       "Retention pass duration and leader",
-			description: "How long the last retention pass took (left), and how many replicas hold the retention leadership (right; exactly 1 is healthy).",
+			description: "How long the last complete retention pass took (the longest over the replicas, left), and how many lifecycle replicas hold the retention lease (right; exactly 1 is healthy).",
 			unit:        "s",
 			queries: []query{
 				{`max(` + m("boardreadyops_retention_last_pass_seconds") + `)`, "last pass"},
