@@ -44,7 +44,7 @@ func overview() board {
 
 // The release SLOs' indicators (histograms the dispatcher observes) and their thresholds.
 const (
-	visibleSLI    = "boardreadyops_release_check_run_visible_seconds"
+	visibleSLI = "boardreadyops_release_check_run_visible_seconds"
 	// A scrape in the OpenMetrics format (Prometheus's preferred one) writes the bucket bound as
 	// "60.0", the classic text format as "60": match both.
 	visibleWithin = `le=~"60|60.0"`
