@@ -29,7 +29,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR%2) print a[(NR+1)/2]; else prin
 machinery=() best=() defaults=()
 for round in $(seq 1 "$count"); do
 	line=$(TEST_DATABASE_URL=$pgbench_db "$work/dispatcher.test" -test.run '^$' -test.bench '^BenchmarkQueueMachinery$' \
-		-test.benchtime 1x -test.count 1 -test.timeout 30m | grep -oE 'Benchmark[A-Za-z]+: [0-9]+ effects in .* p99 <= [0-9.]+ ms')
+		-test.benchtime 1x -test.count 1 -test.timeout 30m | grep -oE 'Benchmark[A-Za-z]+: [0-9]+ effects in .*')
 	echo "round $round: $line"
 	machinery+=("$(sed -E 's/.*= ([0-9]+) effects\/s.*/\1/' <<<"$line")")
 	line=$(bin/river-bench --database-url "$server_db" --jobs 30000 --best)
@@ -47,6 +47,6 @@ awk -v m="$m" -v b="$b" -v d="$d" 'BEGIN {printf "ratio: machinery / River best 
 
 if ((e2e)); then
 	TEST_DATABASE_URL=$pgbench_db "$work/dispatcher.test" -test.run '^$' -test.bench '^BenchmarkEndToEndSimulator$' \
-		-test.benchtime 1x -test.count "$count" -test.timeout 30m | grep -oE 'Benchmark[A-Za-z]+: [0-9]+ effects in .* p99 <= [0-9.]+ ms'
+		-test.benchtime 1x -test.count "$count" -test.timeout 30m | grep -oE 'Benchmark[A-Za-z]+: [0-9]+ effects in .*'
 fi
 bin/loadgen pgbench --database-url "$pgbench_db" --duration 30s

@@ -21,6 +21,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
 // e2eResult is one end-to-end load run.
@@ -84,7 +85,7 @@ func runE2E(args []string) error {
 	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
 		return err
 	}
-	postmaster := parentPID(strconv.Itoa(backend))
+	postmaster := proccpu.Postmaster(backend)
 	cpuAtStart := cpuSeconds(*pids, postmaster)
 	start := time.Now()
 	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)

@@ -27,6 +27,8 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
 // noopArgs is the job: River's fetch, work and completion machinery with no work in it.
@@ -118,6 +120,13 @@ func run(o options) error {
 		return err
 	}
 
+	var backend int
+	if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return err
+	}
+	postmaster := proccpu.Postmaster(backend)
+	self0, _ := proccpu.Process("self", false)
+	server0, _ := proccpu.Server(postmaster)
 	start := time.Now()
 	if err := client.Start(ctx); err != nil {
 		return err
@@ -144,6 +153,8 @@ func run(o options) error {
 		time.Sleep(time.Millisecond)
 	}
 	elapsed := time.Since(start)
+	self1, _ := proccpu.Process("self", false)
+	server1, _ := proccpu.Server(postmaster)
 	stopCtx, stopCancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stopCancel()
 	if err := client.Stop(stopCtx); err != nil {
@@ -156,8 +167,11 @@ func run(o options) error {
 	if o.best {
 		settings = "best"
 	}
-	fmt.Printf("River(%s): %d jobs in %.3fs: %.0f jobs/s (MaxWorkers %d, FetchCooldown %s, pool %d)\n",
-		settings, o.jobs, elapsed.Seconds(), float64(o.jobs)/elapsed.Seconds(), maxWorkers, cooldown, o.poolConns)
+	// CPU per job as BenchmarkQueueMachinery reports it per effect (the last poll of the
+	// database included).
+	fmt.Printf("River(%s): %d jobs in %.3fs: %.0f jobs/s (MaxWorkers %d, FetchCooldown %s, pool %d); CPU per job: River %.1f µs, PostgreSQL %.1f µs\n",
+		settings, o.jobs, elapsed.Seconds(), float64(o.jobs)/elapsed.Seconds(), maxWorkers, cooldown, o.poolConns,
+		1e6*(self1-self0)/float64(o.jobs), 1e6*(server1-server0)/float64(o.jobs))
 	return nil
 }
 
