@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
@@ -56,6 +58,10 @@ func createCompletions(b *testing.B, pool *pgxpool.Pool, n int) {
 		b.Fatal(err)
 	}
 }
+
+// serviceGC runs the benchmark under the dispatcher service's garbage-collector policy
+// (daemon.Main applies it); GOGC and GOMEMLIMIT in the environment win, as in the service.
+func serviceGC() { daemon.DefaultGC().Apply(os.Getenv) }
 
 type benchResult struct {
 	effects      int
@@ -189,6 +195,7 @@ func report(b *testing.B, r benchResult) {
 // the figures at the service's defaults too).
 func BenchmarkQueueMachinery(b *testing.B) {
 	const n = 30000
+	serviceGC()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		pool := pgtest.NewPool(b)
@@ -204,6 +211,7 @@ func BenchmarkQueueMachinery(b *testing.B) {
 // dispatch against the simulator over loopback HTTP: 2 effects per run.
 func BenchmarkEndToEndSimulator(b *testing.B) {
 	const runs = 10000
+	serviceGC()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		pool := pgtest.NewPool(b)
