@@ -6,8 +6,9 @@
 #   - River (hack/bench/river), 30,000 pre-inserted no-op jobs, at its best settings (MaxWorkers
 #     1000, FetchCooldown 1 ms) and at its defaults;
 # then end to end against the GitHub simulator (10,000 release runs, 64 in flight), and
-# pgbench -N -c 8 -j 2 on the same server. Prints every run, the medians, and the machinery's
-# ratio to River at its best.
+# pgbench -N -c 8 -j 2 on the same server, and the server's CPU per row of a minimal
+# `UPDATE … WHERE id = ANY($1)` (pg_update_floor). Prints every run (with CPU per effect or job
+# of the client and of PostgreSQL), the medians, and the machinery's ratio to River at its best.
 #
 #   hack/bench/dispatcher.sh [--count 3] [--no-e2e]
 count=3
@@ -50,3 +51,4 @@ if ((e2e)); then
 		-test.benchtime 1x -test.count "$count" -test.timeout 30m | grep -oE 'Benchmark[A-Za-z]+: [0-9]+ effects in .*'
 fi
 bin/loadgen pgbench --database-url "$pgbench_db" --duration 30s
+pg_update_floor
