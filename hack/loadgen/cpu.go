@@ -46,16 +46,37 @@ func cpuSince(now, then map[string]float64) map[string]float64 {
 	return out
 }
 
-// formatCPU renders CPU seconds per process with each one's share of one core over the run.
-func formatCPU(cpu map[string]float64, wall float64) string {
+// formatCPU renders CPU seconds per process with each one's share of one core over the run and
+// its CPU per release run, then the total per run (the machine's cost of one run).
+func formatCPU(cpu map[string]float64, wall float64, runs int) string {
 	names := make([]string, 0, len(cpu))
 	for n := range cpu {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var b strings.Builder
+	total := 0.0
 	for _, n := range names {
-		fmt.Fprintf(&b, "%s %.1f s (%.0f%% of a core); ", n, cpu[n], 100*cpu[n]/wall)
+		fmt.Fprintf(&b, "%s %.1f s (%.0f%% of a core, %.2f ms per run); ", n, cpu[n], 100*cpu[n]/wall, perRunMs(cpu[n], runs))
+		total += cpu[n]
 	}
-	return strings.TrimSuffix(b.String(), "; ")
+	fmt.Fprintf(&b, "total %.2f ms per run", perRunMs(total, runs))
+	return b.String()
+}
+
+// perRunMs is CPU seconds per release run, in milliseconds.
+func perRunMs(seconds float64, runs int) float64 {
+	if runs <= 0 {
+		return 0
+	}
+	return 1000 * seconds / float64(runs)
+}
+
+// cpuPerRun is each process's CPU milliseconds per release run.
+func cpuPerRun(cpu map[string]float64, runs int) map[string]float64 {
+	out := make(map[string]float64, len(cpu))
+	for n, v := range cpu {
+		out[n] = perRunMs(v, runs)
+	}
+	return out
 }
