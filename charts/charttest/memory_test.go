@@ -20,8 +20,9 @@ func env(c corev1.Container, name string) (string, bool) {
 	return "", false
 }
 
-// Every container with a memory limit runs with GOMEMLIMIT at runtime.goMemLimitPercent (90) of
-// it, in every value set, so the garbage collector works before the kernel kills the pod.
+// Every container runs with GOGC at runtime.goGC (400), and every container with a memory limit
+// with GOMEMLIMIT at runtime.goMemLimitPercent (90) of it, in every value set, so the garbage
+// collector works before the kernel kills the pod.
 func TestGoMemLimitFromEveryMemoryLimit(t *testing.T) {
 	t.Parallel()
 	for _, file := range valueSets(t) {
@@ -33,6 +34,9 @@ func TestGoMemLimitFromEveryMemoryLimit(t *testing.T) {
 			}
 			for name, pod := range pods {
 				for _, c := range pod.Spec.Containers {
+					if got, _ := env(c, "GOGC"); got != "400" {
+						t.Errorf("%s/%s: GOGC %q, want \"400\" (runtime.goGC)", name, c.Name, got)
+					}
 					limit, ok := c.Resources.Limits[corev1.ResourceMemory]
 					got, set := env(c, "GOMEMLIMIT")
 					if !ok {

@@ -62,3 +62,34 @@ wait_ready() {
 }
 
 echo "machine: $(nproc) cores ($(lscpu | sed -n 's/^Model name: *//p')), $(free -g | awk '/Mem:/{print $2}') GiB; PostgreSQL $(psql "$db" -Atc 'SHOW server_version' | cut -d' ' -f1), fsync on"
+
+# pg_cpu_seconds: CPU seconds the benchmark server has used so far (postmaster, live children,
+# exited backends it waited for), from /proc — as pkg/testkit/proccpu counts it.
+pg_cpu_seconds() {
+	local pm ticks=0 pid f
+	pm=$(head -1 "$work/pg/data/postmaster.pid")
+	read -ra f <<<"$(sed 's/.*) //' "/proc/$pm/stat")"
+	ticks=$((f[11] + f[12] + f[13] + f[14]))
+	for pid in $(pgrep -P "$pm"); do
+		[[ -r /proc/$pid/stat ]] || continue
+		read -ra f <<<"$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null)" || continue
+		((${#f[@]} > 12)) && ticks=$((ticks + f[11] + f[12]))
+	done
+	awk -v t="$ticks" 'BEGIN {printf "%.2f\n", t / 100}'
+}
+
+# pg_update_floor: PostgreSQL's CPU per row of the least a queue transition can be, a minimal
+# `UPDATE … WHERE id = ANY($1)` of 64 rows per transaction (4 clients, 10 s, pgbench), on a table
+# of a primary key and one integer: the floor against which CPU per effect is compared.
+pg_update_floor() {
+	PGOPTIONS='-c client_min_messages=warning' psql -q "$pgbench_db" -c 'DROP TABLE IF EXISTS update_floor' \
+		-c 'CREATE TABLE update_floor (id bigint PRIMARY KEY, n integer NOT NULL)' \
+		-c 'INSERT INTO update_floor SELECT g, 0 FROM generate_series(1, 30000) g' -c 'VACUUM ANALYZE update_floor'
+	printf '%s\n' '\set s random(1, 30000 - 64)' \
+		'UPDATE update_floor SET n = n + 1 WHERE id = ANY (ARRAY(SELECT generate_series(:s::bigint, :s + 63)));' >"$work/floor.sql"
+	local cpu0 cpu1 tx
+	cpu0=$(pg_cpu_seconds)
+	tx=$(pgbench -n -f "$work/floor.sql" -c 4 -j 2 -T 10 "$pgbench_db" 2>&1 | sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p')
+	cpu1=$(pg_cpu_seconds)
+	awk -v c0="$cpu0" -v c1="$cpu1" -v tx="$tx" 'BEGIN {printf "update floor: %d rows in 10 s (%d rows/s); PostgreSQL CPU %.1f µs per row\n", 64 * tx, 6.4 * tx, 1e6 * (c1 - c0) / (64 * tx)}'
+}

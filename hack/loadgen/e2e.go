@@ -21,6 +21,7 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
 // e2eResult is one end-to-end load run.
@@ -40,6 +41,7 @@ type e2eResult struct {
 	ClaimP99ms      float64            `json:"claim_p99_ms"`
 	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
 	CPUSeconds      map[string]float64 `json:"cpu_seconds"`
+	CPUPerRunMs     map[string]float64 `json:"cpu_ms_per_run"`
 	PgbenchTPS      float64            `json:"pgbench_tps,omitempty"`
 	NotTerminal     int                `json:"release_runs_not_terminal"`
 	ExactlyOnceFail int                `json:"attempts_with_other_than_one_dispatch"`
@@ -84,7 +86,7 @@ func runE2E(args []string) error {
 	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
 		return err
 	}
-	postmaster := parentPID(strconv.Itoa(backend))
+	postmaster := proccpu.Postmaster(backend)
 	cpuAtStart := cpuSeconds(*pids, postmaster)
 	start := time.Now()
 	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)
@@ -127,6 +129,7 @@ func runE2E(args []string) error {
 		return err
 	}
 	res.RunsPerSecond = float64(res.ReleaseRuns) / res.Seconds
+	res.CPUPerRunMs = cpuPerRun(res.CPUSeconds, res.ReleaseRuns)
 	res.WebhooksPerSec = float64(res.Webhooks) / res.Seconds
 	res.EffectsPerSec = float64(res.Effects) / res.Seconds
 	lat := func(q string) ([3]float64, error) {
@@ -175,7 +178,7 @@ func runE2E(args []string) error {
 	fmt.Printf("accepted → dispatched         p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToDispatch[0], res.ToDispatch[1], res.ToDispatch[2])
 	fmt.Printf("accepted → check run complete p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToCompleted[0], res.ToCompleted[1], res.ToCompleted[2])
 	fmt.Printf("dispatcher claim latency p50 <= %.1f ms, p99 <= %.1f ms; peak RSS MiB %v\n", res.ClaimP50ms, res.ClaimP99ms, res.PeakRSSMiB)
-	fmt.Printf("CPU seconds used %s\n", formatCPU(res.CPUSeconds, res.Seconds))
+	fmt.Printf("CPU seconds used %s\n", formatCPU(res.CPUSeconds, res.Seconds, res.ReleaseRuns))
 	fmt.Printf("not terminal %d, attempts without exactly one completed dispatch %d", res.NotTerminal, res.ExactlyOnceFail)
 	if res.PgbenchTPS > 0 {
 		fmt.Printf("; pgbench -N -c 8 -j 2 %.0f tps", res.PgbenchTPS)

@@ -32,8 +32,13 @@ import (
 type RunFunc func(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error
 
 // Main runs fn with a context cancelled by SIGTERM or SIGINT and returns the exit code. A second
-// signal kills the process at once (the default action is restored after the first).
-func Main(name string, fn RunFunc) int {
+// signal kills the process at once (the default action is restored after the first). The garbage
+// collector runs under DefaultGC.
+func Main(name string, fn RunFunc) int { return MainGC(name, DefaultGC(), fn) }
+
+// MainGC is Main under the garbage-collector policy gc.
+func MainGC(name string, gc GC, fn RunFunc) int {
+	gc.Apply(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
 		<-ctx.Done()

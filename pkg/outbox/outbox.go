@@ -73,11 +73,15 @@ const Columns = `id, effect_type, idempotency_key, generation, payload, status, 
 // ScanEffect scans a row of Columns, in order (pgx.RowTo-compatible). It is what the claim path
 // uses: scanning by name matched the columns to the struct by reflection for every row, a
 // fifth of the dispatcher's CPU at 20,000 effects/s.
+//
+// payload and result are jsonb, valid JSON by construction, so they are scanned as bytes: into a
+// json.RawMessage pgx runs json.Unmarshal, which only validates and copies (half of the
+// payload's JSON cost in the dispatcher, which decodes it once more anyway).
 func ScanEffect(row pgx.CollectableRow) (Effect, error) {
 	var e Effect
-	err := row.Scan(&e.ID, &e.EffectType, &e.IdempotencyKey, &e.Generation, &e.Payload, &e.Status, &e.Attempts,
+	err := row.Scan(&e.ID, &e.EffectType, &e.IdempotencyKey, &e.Generation, (*[]byte)(&e.Payload), &e.Status, &e.Attempts,
 		&e.MaxAttempts, &e.AvailableAt, &e.LeaseOwner, &e.LeaseExpiresAt, &e.DeliveryStartedAt, &e.CompletedAt,
-		&e.LastError, &e.Result, &e.ReleaseRunID, &e.ExecutionAttemptID, &e.InstallationID, &e.SupersededBy,
+		&e.LastError, (*[]byte)(&e.Result), &e.ReleaseRunID, &e.ExecutionAttemptID, &e.InstallationID, &e.SupersededBy,
 		&e.Traceparent, &e.CreatedAt, &e.UpdatedAt)
 	return e, err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/outbox"
@@ -645,5 +646,62 @@ func TestDeadLetterInstallationUsesTheClaimIndex(t *testing.T) {
 	var left int64
 	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND installation_id <> 3`).Scan(&left); err != nil || left != 30-want {
 		t.Fatalf("%d other installations' effects still available (%v), want %d", left, err, 30-want)
+	}
+}
+
+// ScanEffect reads payload and result as the JSON PostgreSQL holds (bytes, not re-validated):
+// a claimed effect's payload decodes to what was enqueued, and result is nil until completion.
+func TestScanEffectJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(ctx, `SELECT `+outbox.Columns+` FROM (SELECT 1::bigint AS id, 'github.check_run.create' AS effect_type,
+		'k' AS idempotency_key, 0 AS generation, '{"repository_full_name": "acme/app", "n": [1, 2]}'::jsonb AS payload,
+		'leased' AS status, 1 AS attempts, 10 AS max_attempts, now() AS available_at, 'w' AS lease_owner,
+		now() AS lease_expires_at, NULL::timestamptz AS delivery_started_at, NULL::timestamptz AS completed_at,
+		NULL::text AS last_error, NULL::jsonb AS result, gen_random_uuid() AS release_run_id,
+		NULL::uuid AS execution_attempt_id, 1::bigint AS installation_id, NULL::bigint AS superseded_by,
+		NULL::text AS traceparent, now() AS created_at, now() AS updated_at) r`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := pgx.CollectExactlyOneRow(rows, outbox.ScanEffect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Repository string `json:"repository_full_name"`
+		N          []int  `json:"n"`
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil || p.Repository != "acme/app" || len(p.N) != 2 {
+		t.Errorf("payload %s: %+v, %v", e.Payload, p, err)
+	}
+	if e.Result != nil {
+		t.Errorf("result %q, want nil for NULL", e.Result)
+	}
+}
+
+// BenchmarkScanEffect scans a claim-sized batch (64 rows of Columns); its allocations per batch
+// do not depend on the machine's load, unlike its time.
+func BenchmarkScanEffect(b *testing.B) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(b)
+	query := `SELECT ` + outbox.Columns + ` FROM (SELECT g::bigint AS id, 'github.check_run.complete' AS effect_type,
+		'k' || g AS idempotency_key, 0 AS generation,
+		jsonb_build_object('repository_full_name', 'org-1/repo-' || g, 'check_run_id', g, 'conclusion', 'success') AS payload,
+		'leased' AS status, 1 AS attempts, 10 AS max_attempts, now() AS available_at, 'outbox-dispatcher/host/1/abcd' AS lease_owner,
+		now() AS lease_expires_at, now() AS delivery_started_at, NULL::timestamptz AS completed_at,
+		NULL::text AS last_error, NULL::jsonb AS result, gen_random_uuid() AS release_run_id,
+		gen_random_uuid() AS execution_attempt_id, 1::bigint AS installation_id, NULL::bigint AS superseded_by,
+		NULL::text AS traceparent, now() AS created_at, now() AS updated_at FROM generate_series(1, 64) g) r`
+	b.ReportAllocs()
+	for b.Loop() {
+		rows, err := pool.Query(ctx, query)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := pgx.CollectRows(rows, outbox.ScanEffect); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -346,10 +346,15 @@ spec:
 {{- $mib -}}
 {{- end -}}
 
-{{/* GOMEMLIMIT from a container's memory limit (runtime.goMemLimitPercent of it), so the Go
-garbage collector works harder before the kernel would kill the container. Nothing without a
-limit. Call with (dict "root" $ "resources" .Values.x.resources). */}}
+{{/* The Go garbage collector's policy: GOGC (runtime.goGC), and GOMEMLIMIT from a container's
+memory limit (runtime.goMemLimitPercent of it), so the collector works harder before the kernel
+would kill the container. No GOMEMLIMIT without a limit (the binary's own default then applies).
+Call with (dict "root" $ "resources" .Values.x.resources). */}}
 {{- define "boardreadyops.goMemLimitEnv" -}}
+{{- with .root.Values.runtime.goGC }}
+- name: GOGC
+  value: {{ . | toString | quote }}
+{{- end }}
 {{- with .resources }}{{ with .limits }}{{ with .memory }}
 - name: GOMEMLIMIT
   value: {{ printf "%dMiB" (div (mul (include "boardreadyops.memoryMiB" . | int64) $.root.Values.runtime.goMemLimitPercent) 100) | quote }}

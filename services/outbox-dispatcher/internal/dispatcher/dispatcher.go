@@ -187,10 +187,11 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	// grow a fresh stack for every delivery (stack copying was a tenth of the dispatcher's CPU).
 	work := make(chan outbox.Effect, d.cfg.Concurrency)
 	var workers sync.WaitGroup
+	deliveries := context.WithoutCancel(ctx) // shutdown does not cut a delivery short
 	for range d.cfg.Concurrency {
 		workers.Go(func() {
 			for e := range work {
-				d.handle(context.WithoutCancel(ctx), e)
+				d.handle(deliveries, e)
 				<-d.slots
 			}
 		})

@@ -1,0 +1,96 @@
+// Package proccpu reads the CPU time of processes on this machine from /proc, for the benchmarks
+// and load tools that report CPU per unit of work: this process, any process by pid, and a local
+// PostgreSQL server as a whole (its postmaster, the live backends and the exited ones it waited
+// for). Linux only; elsewhere every reading reports false.
+package proccpu
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// clockTicks is USER_HZ, 100 on every Linux this runs on.
+const clockTicks = 100
+
+// stat returns the fields of /proc/<pid>/stat after the command name (which is parenthesised and
+// may hold spaces): f[0] is field 3 (state).
+func stat(pid string) ([]string, bool) {
+	b, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	if err != nil {
+		return nil, false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return nil, false
+	}
+	f := strings.Fields(s[i+1:])
+	return f, len(f) >= 15
+}
+
+// Process returns a process's user+system CPU seconds ("self" for this one), plus its waited-for
+// children's when children is set.
+func Process(pid string, children bool) (float64, bool) {
+	f, ok := stat(pid)
+	if !ok {
+		return 0, false
+	}
+	// utime, stime, cutime, cstime are fields 14..17.
+	idx := []int{11, 12}
+	if children {
+		idx = append(idx, 13, 14)
+	}
+	sum := 0.0
+	for _, k := range idx {
+		v, _ := strconv.ParseFloat(f[k], 64)
+		sum += v
+	}
+	return sum / clockTicks, true
+}
+
+// Parent returns the parent of pid, or -1.
+func Parent(pid string) int {
+	f, ok := stat(pid)
+	if !ok {
+		return -1
+	}
+	ppid, err := strconv.Atoi(f[1])
+	if err != nil {
+		return -1
+	}
+	return ppid
+}
+
+// Server returns the CPU seconds a PostgreSQL server has used so far: the postmaster, its live
+// children and the exited backends it waited for (a backend that exits between two readings
+// moves from the live processes to the postmaster's children, so a difference stays right).
+// Other servers on the machine are not counted.
+func Server(postmaster int) (float64, bool) {
+	if postmaster <= 0 {
+		return 0, false
+	}
+	total, ok := Process(strconv.Itoa(postmaster), true)
+	if !ok {
+		return 0, false
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if Parent(e.Name()) == postmaster {
+			if v, ok := Process(e.Name(), false); ok {
+				total += v
+			}
+		}
+	}
+	return total, true
+}
+
+// Postmaster returns the pid of the postmaster of the server behind backendPID (the parent of a
+// session's backend, from SELECT pg_backend_pid()), or -1 when the server is not on this machine.
+func Postmaster(backendPID int) int {
+	return Parent(strconv.Itoa(backendPID))
+}

@@ -1,0 +1,62 @@
+package proccpu_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"testing"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// This process's CPU grows with work; its parent is read from /proc.
+func TestProcess(t *testing.T) {
+	t.Parallel()
+	before, ok := proccpu.Process("self", false)
+	if !ok {
+		t.Fatal("no CPU reading for this process")
+	}
+	x := 0
+	for i := 0; i < 1e9 && x >= 0; i++ {
+		x += i % 7
+		if i%1e6 == 0 {
+			if now, _ := proccpu.Process("self", false); now-before >= 0.05 {
+				break
+			}
+		}
+	}
+	if now, _ := proccpu.Process("self", false); now <= before {
+		t.Errorf("CPU %v after busy work, %v before", now, before)
+	}
+	if got := proccpu.Parent(strconv.Itoa(os.Getpid())); got != os.Getppid() {
+		t.Errorf("Parent = %d, want %d", got, os.Getppid())
+	}
+	if _, ok := proccpu.Process("-1", false); ok {
+		t.Error("a reading for a process that does not exist")
+	}
+}
+
+// The test server's CPU, found through a backend, covers at least that backend's.
+func TestServer(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	var backend int
+	if err := pool.QueryRow(context.Background(), `SELECT pg_backend_pid() FROM pg_sleep(0)`).Scan(&backend); err != nil {
+		t.Fatal(err)
+	}
+	postmaster := proccpu.Postmaster(backend)
+	if postmaster <= 1 {
+		t.Fatalf("the test server's postmaster: %d (pgtest runs a local server)", postmaster)
+	}
+	total, ok := proccpu.Server(postmaster)
+	own, ok2 := proccpu.Process(strconv.Itoa(backend), false)
+	if !ok || !ok2 || total < own {
+		t.Errorf("server CPU %v (%v), its backend's %v (%v)", total, ok, own, ok2)
+	}
+	if _, ok := proccpu.Server(0); ok {
+		t.Error("a reading without a postmaster")
+	}
+}
