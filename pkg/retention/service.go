@@ -110,7 +110,7 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		if s.acquire(ctx) && !time.Now().Before(nextPass) {
 			start := time.Now()
-			if err := s.pass(ctx); err != nil {
+			if _, err := s.pass(ctx); err != nil {
 				if ctx.Err() == nil {
 					s.cfg.Logger.Warn("retention pass failed", "error", err)
 				}
@@ -162,9 +162,31 @@ func (s *Service) setLeader(leader bool, holder string) {
 	}
 }
 
+// ErrLeaseHeld means another replica holds the retention lease.
+var ErrLeaseHeld = errors.New("the retention lease is held by another replica")
+
+// RunOnce takes the lease, runs one pass and gives the lease up (brops retention run). It returns
+// the rows deleted per table, also when it fails part way.
+func (s *Service) RunOnce(ctx context.Context) (map[string]int64, error) {
+	actx, cancel := context.WithTimeout(ctx, s.cfg.BatchTimeout)
+	l, err := s.cfg.Store.Acquire(actx, s.pool, s.cfg.Owner, s.cfg.Lease)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if !l.Acquired {
+		return nil, fmt.Errorf("%w: %s, until %s", ErrLeaseHeld, l.Holder, l.HeldUntil.UTC().Format(time.RFC3339))
+	}
+	s.renewed = time.Now()
+	s.setLeader(true, s.cfg.Owner)
+	defer s.release()
+	return s.pass(ctx)
+}
+
 // pass deletes every table class down to nothing past its period, batch by batch, renewing the
 // lease on the way. It stops when the lease is lost.
-func (s *Service) pass(ctx context.Context) error {
+func (s *Service) pass(ctx context.Context) (map[string]int64, error) {
+	deleted := map[string]int64{}
 	for _, table := range Tables {
 		period := s.cfg.Periods.Of(table)
 		if period <= 0 {
@@ -172,16 +194,17 @@ func (s *Service) pass(ctx context.Context) error {
 		}
 		for {
 			if time.Since(s.renewed) >= s.cfg.Lease/3 && !s.acquire(ctx) {
-				return fmt.Errorf("retention lease lost to another replica")
+				return deleted, errors.New("retention lease lost to another replica")
 			}
 			n, err := s.batch(ctx, table, period)
 			if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
 				s.setLeader(false, "")
-				return err
+				return deleted, err
 			}
 			if err != nil {
-				return err
+				return deleted, err
 			}
+			deleted[table] += n
 			if n > 0 {
 				if s.cfg.Metrics != nil {
 					s.cfg.Metrics.Deleted.WithLabelValues(table).Add(float64(n))
@@ -194,11 +217,11 @@ func (s *Service) pass(ctx context.Context) error {
 				break
 			}
 			if err := sleep(ctx, s.cfg.BatchPause); err != nil {
-				return err
+				return deleted, err
 			}
 		}
 	}
-	return nil
+	return deleted, nil
 }
 
 func (s *Service) batch(ctx context.Context, table string, period time.Duration) (int64, error) {
