@@ -230,8 +230,9 @@ func (s *Service) batch(ctx context.Context, table string, period time.Duration)
 	return s.cfg.Store.Delete(bctx, s.pool, table, s.cfg.Owner, period, s.cfg.BatchSize)
 }
 
-// observe refreshes the oldest-expired gauges (every replica: the alert must not depend on a
-// leader) and, on the leader, the claim index gauges.
+// observe refreshes the oldest-expired and claim index gauges. Every replica does (two cheap
+// index and catalog reads), so the alerts depend neither on a leader nor on a former leader's
+// stale values.
 func (s *Service) observe(ctx context.Context) {
 	if s.cfg.Metrics == nil {
 		return
@@ -255,9 +256,6 @@ func (s *Service) observe(ctx context.Context) {
 			age = now.Sub(*t.OldestExpiredAt).Seconds()
 		}
 		s.cfg.Metrics.OldestExpired.WithLabelValues(t.Table).Set(age)
-	}
-	if !s.Leader() {
-		return
 	}
 	bloat, err := s.cfg.Store.IndexBloat(octx, s.pool)
 	if err != nil {
