@@ -229,3 +229,34 @@ func TestDeleteNeedsTheLease(t *testing.T) {
 		t.Fatalf("b deletes: %d %v", n, err)
 	}
 }
+
+// TestAuditKeepsAYear: whoever holds the lease (a lifecycle or admin login may call the function),
+// audit rows younger than 365 days cannot be deleted, and no other statement deletes any.
+func TestAuditKeepsAYear(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, s := newRows(t)
+	id := r.audit(400 * day)
+	if _, err := s.Acquire(ctx, r.pool, "a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Delete(ctx, r.pool, retention.TableAudit, "a", 364*day, 10); !errors.Is(err, sqlstate.ErrInvalidArgument) {
+		t.Fatalf("audit period of 364 days: %v, want ErrInvalidArgument", err)
+	}
+	// The setting the function uses does not open the table to anyone else.
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SELECT set_config('boardreadyops.audit_retention', 'on', true)`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM control_plane_audit`); err == nil {
+		t.Fatal("a DELETE outside the retention function went through")
+	}
+	_ = tx.Rollback(ctx)
+	if n, err := s.Delete(ctx, r.pool, retention.TableAudit, "a", 365*day, 10); err != nil || n != 1 || r.exists("control_plane_audit", "id", id) {
+		t.Fatalf("audit period of 365 days: deleted %d, %v", n, err)
+	}
+}

@@ -13,6 +13,9 @@ import (
 // three days.
 const MinSafeJobs = 72 * time.Hour
 
+// MinAudit is the shortest audit period: the database refuses less, whoever asks.
+const MinAudit = 365 * 24 * time.Hour
+
 // Settings are the BOARDREADYOPS_RETENTION_* settings, shared by lifecycle (which runs the
 // service) and brops retention (which reports and runs what the same settings would delete).
 type Settings struct {
@@ -35,7 +38,7 @@ func (s *Settings) RegisterPeriods(e *config.Env) {
 	e.Duration(&s.Periods.ReleaseRuns, "retention-release-runs", "BOARDREADYOPS_RETENTION_RELEASE_RUNS", 90*24*time.Hour,
 		"delete finished release runs, their attempts and effects, finished longer ago (0: never)")
 	e.Duration(&s.Periods.Audit, "retention-audit", "BOARDREADYOPS_RETENTION_AUDIT", 0,
-		"delete audit rows older than this (0: never, the default)")
+		"delete audit rows older than this (0: never, the default; else at least 8760h)")
 	e.Int(&s.BatchSize, "retention-batch-size", "BOARDREADYOPS_RETENTION_BATCH_SIZE", 1000, "rows one retention delete removes (1-10000)")
 	e.Bool(&s.AllowShort, "retention-allow-short", "BOARDREADYOPS_RETENTION_ALLOW_SHORT", false,
 		"allow a jobs period under 72h (load tests; redelivered deliveries older than it are stored again)")
@@ -62,6 +65,9 @@ func (s *Settings) Validate() error {
 		if p.d < 0 || (p.d > 0 && p.d < time.Second) {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (never) or at least 1s", p.env, p.d))
 		}
+	}
+	if s.Periods.Audit > 0 && s.Periods.Audit < MinAudit {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RETENTION_AUDIT %v: want 0 (never) or at least 8760h (365 days)", s.Periods.Audit))
 	}
 	if s.Periods.Jobs > 0 && s.Periods.Jobs < MinSafeJobs && !s.AllowShort {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RETENTION_JOBS %v is shorter than GitHub's redelivery window (72h): set BOARDREADYOPS_RETENTION_ALLOW_SHORT=true to mean it", s.Periods.Jobs))

@@ -31,6 +31,7 @@ func TestSettings(t *testing.T) {
 				t.Errorf("audit %v", s.Periods.Audit)
 			}
 		}},
+		{"audit under a year", map[string]string{"BOARDREADYOPS_RETENTION_AUDIT": "720h"}, "365 days", nil},
 		{"sub-second period", map[string]string{"BOARDREADYOPS_RETENTION_EFFECTS": "10ms"}, "BOARDREADYOPS_RETENTION_EFFECTS", nil},
 		{"batch too large", map[string]string{"BOARDREADYOPS_RETENTION_BATCH_SIZE": "20000"}, "BATCH_SIZE", nil},
 		{"lease too short", map[string]string{"BOARDREADYOPS_RETENTION_LEASE": "100ms"}, "LEASE", nil},

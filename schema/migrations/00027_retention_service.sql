@@ -15,7 +15,8 @@
 --                            terminal (an effect a running release still refers to stays);
 --       release_runs         terminal runs completed before the cutoff that have no effect left in
 --                            any state but completed, with their execution attempts and effects;
---       control_plane_audit  audit rows that occurred before the cutoff (off unless configured).
+--       control_plane_audit  audit rows that occurred before the cutoff (off unless configured;
+--                            never less than 365 days, whoever calls).
 --     Never deleted: dead-letter jobs, dead-letter and reconciliation_required effects, a run
 --     that still has one, anything of a run that is not terminal. Each batch first locks the
 --     lease row FOR SHARE, so a batch runs only while its caller holds the lease and a takeover
@@ -159,6 +160,11 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM public.execution_attempts a WHERE a.release_run_id = r.id);
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
     WHEN 'control_plane_audit' THEN
+        -- The audit trail proves what operators did: no login (the admin and lifecycle roles
+        -- may call this function) can shorten it below a year.
+        IF p_older_than < interval '365 days' THEN
+            RAISE EXCEPTION 'audit retention must be at least 365 days, got %', p_older_than USING ERRCODE = '22023';
+        END IF;
         PERFORM pg_catalog.set_config('boardreadyops.audit_retention', 'on', true);
         DELETE FROM public.control_plane_audit d WHERE d.id = ANY (ARRAY(
             SELECT a.id FROM public.control_plane_audit a

@@ -79,6 +79,11 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM public.execution_attempts a WHERE a.release_run_id = r.id);
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
     WHEN 'control_plane_audit' THEN
+        -- The audit trail proves what operators did: no login (the admin and lifecycle roles
+        -- may call this function) can shorten it below a year.
+        IF p_older_than < interval '365 days' THEN
+            RAISE EXCEPTION 'audit retention must be at least 365 days, got %', p_older_than USING ERRCODE = '22023';
+        END IF;
         PERFORM pg_catalog.set_config('boardreadyops.audit_retention', 'on', true);
         DELETE FROM public.control_plane_audit d WHERE d.id = ANY (ARRAY(
             SELECT a.id FROM public.control_plane_audit a
