@@ -26,6 +26,8 @@
 -- boardreadyops_retention_status(periods…, count)
 --     Per table class: the period, how many rows are past it (when asked: a count reads the
 --     expired rows' index entries), the oldest past it and the oldest deletable row at all.
+-- boardreadyops_retention_sweep (00003) keeps its arguments and results; its deletes look the
+--     rows up by primary key instead of hashing the whole inbox and outbox.
 -- boardreadyops_retention_index_bloat()
 --     The partial claim and lease indexes' size against the size their live entries need
 --     (pg_class.reltuples, kept by VACUUM and ANALYZE): the gate of brops retention reindex.
@@ -264,6 +266,47 @@ LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 $$;
 -- +goose StatementEnd
 
+-- The older sweep (00003, kept for scripts): the same two deletes, the ids collected into an
+-- array so that each is looked up by primary key. As a join with its batch, the generic plan (an
+-- unknown batch size) read the whole inbox and outbox into a hash; its jobs half also had no
+-- index (now control_plane_jobs_completed_idx, 00026).
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION public.boardreadyops_retention_sweep(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamptz DEFAULT NULL)
+RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_cutoff timestamptz := public.boardreadyops_clock_now(p_now) - p_older_than;
+    v_outbox bigint;
+    v_jobs bigint;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '1 day' THEN
+        RAISE EXCEPTION 'retention must be at least 1 day, got %', p_older_than USING ERRCODE = '22023';
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM public.control_plane_outbox d WHERE d.id = ANY (ARRAY(
+        SELECT o.id FROM public.control_plane_outbox o
+        WHERE o.status = 'completed' AND o.completed_at < v_cutoff
+        ORDER BY o.completed_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_outbox = ROW_COUNT;
+
+    -- Deleting the inbox row cascades to its job.
+    DELETE FROM public.webhook_inbox i WHERE i.id = ANY (ARRAY(
+        SELECT j.inbox_id FROM public.control_plane_jobs j
+        WHERE j.status = 'completed' AND j.completed_at < v_cutoff
+        ORDER BY j.completed_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED));
+    GET DIAGNOSTICS v_jobs = ROW_COUNT;
+
+    RETURN QUERY SELECT v_outbox, v_jobs;
+END;
+$$;
+-- +goose StatementEnd
+
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION public.boardreadyops_audit_refuse_change() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -312,6 +355,46 @@ LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     RAISE EXCEPTION 'control_plane_audit is append-only: % refused', TG_OP
         USING ERRCODE = '42501', TABLE = 'control_plane_audit', SCHEMA = 'public';
+END;
+$$;
+-- +goose StatementEnd
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION public.boardreadyops_retention_sweep(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamptz DEFAULT NULL)
+RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_cutoff timestamptz := public.boardreadyops_clock_now(p_now) - p_older_than;
+    v_outbox bigint;
+    v_jobs bigint;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '1 day' THEN
+        RAISE EXCEPTION 'retention must be at least 1 day, got %', p_older_than USING ERRCODE = '22023';
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 100000 THEN
+        RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
+    END IF;
+    WITH doomed AS (
+        SELECT o.id FROM public.control_plane_outbox o
+        WHERE o.status = 'completed' AND o.completed_at < v_cutoff
+        ORDER BY o.completed_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM public.control_plane_outbox o USING doomed WHERE o.id = doomed.id;
+    GET DIAGNOSTICS v_outbox = ROW_COUNT;
+
+    -- Deleting the inbox row cascades to its job.
+    WITH doomed AS (
+        SELECT j.inbox_id FROM public.control_plane_jobs j
+        WHERE j.status = 'completed' AND j.completed_at < v_cutoff
+        ORDER BY j.completed_at
+        LIMIT p_batch
+        FOR UPDATE SKIP LOCKED
+    )
+    DELETE FROM public.webhook_inbox i USING doomed WHERE i.id = doomed.inbox_id;
+    GET DIAGNOSTICS v_jobs = ROW_COUNT;
+
+    RETURN QUERY SELECT v_outbox, v_jobs;
 END;
 $$;
 -- +goose StatementEnd

@@ -258,25 +258,21 @@ BEGIN
     IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
     END IF;
-    WITH doomed AS (
+    DELETE FROM public.control_plane_outbox d WHERE d.id = ANY (ARRAY(
         SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'completed' AND o.completed_at < v_cutoff
         ORDER BY o.completed_at
         LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    DELETE FROM public.control_plane_outbox o USING doomed WHERE o.id = doomed.id;
+        FOR UPDATE SKIP LOCKED));
     GET DIAGNOSTICS v_outbox = ROW_COUNT;
 
     -- Deleting the inbox row cascades to its job.
-    WITH doomed AS (
+    DELETE FROM public.webhook_inbox i WHERE i.id = ANY (ARRAY(
         SELECT j.inbox_id FROM public.control_plane_jobs j
         WHERE j.status = 'completed' AND j.completed_at < v_cutoff
         ORDER BY j.completed_at
         LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    DELETE FROM public.webhook_inbox i USING doomed WHERE i.id = doomed.inbox_id;
+        FOR UPDATE SKIP LOCKED));
     GET DIAGNOSTICS v_jobs = ROW_COUNT;
 
     RETURN QUERY SELECT v_outbox, v_jobs;
