@@ -8,6 +8,12 @@ CREATE FUNCTION public.boardreadyops_audit_refuse_change() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
+    -- boardreadyops_retention_delete (SECURITY DEFINER, owned by the schema owner) sets the
+    -- transaction-local setting around its DELETE; nothing else runs a DELETE as the owner.
+    IF TG_OP = 'DELETE' AND current_setting('boardreadyops.audit_retention', true) = 'on'
+        AND current_user = 'boardreadyops_schema_owner' THEN
+        RETURN NULL;
+    END IF;
     RAISE EXCEPTION 'control_plane_audit is append-only: % refused', TG_OP
         USING ERRCODE = '42501', TABLE = 'control_plane_audit', SCHEMA = 'public';
 END;

@@ -2,6 +2,246 @@
 -- PostgreSQL 15 and dumped with pg_dump --schema-only. For reading and review only: the
 -- migrations are the only thing applied. Do not edit.
 
+-- FUNCTION boardreadyops_retention_delete(text, text, interval, integer, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_retention_delete(p_table text, p_owner text, p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    v_cutoff timestamptz;
+    v_runs uuid[];
+    v_deleted bigint;
+BEGIN
+    IF p_older_than IS NULL OR p_older_than < interval '1 second' THEN
+        RAISE EXCEPTION 'retention must be at least 1 second, got %', p_older_than USING ERRCODE = '22023';
+    END IF;
+    IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'batch must be between 1 and 10000, got %', p_batch USING ERRCODE = '22023';
+    END IF;
+    v_cutoff := v_now - p_older_than;
+    PERFORM 1 FROM public.retention_leases l
+    WHERE l.name = 'retention' AND l.owner = p_owner AND l.expires_at > v_now
+    FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'the retention lease is not held by %', p_owner USING ERRCODE = 'BR001';
+    END IF;
+
+    CASE p_table
+    WHEN 'control_plane_jobs' THEN
+        -- Deleting the inbox row cascades to its job. The ids are collected into an array, so
+        -- that the delete looks each one up by primary key: a join with the batch would be
+        -- planned (generic plan, unknown batch size) as a hash join over the whole table.
+        DELETE FROM public.webhook_inbox i WHERE i.id = ANY (ARRAY(
+            SELECT j.inbox_id FROM public.control_plane_jobs j
+            WHERE j.status = 'completed' AND j.completed_at < v_cutoff
+            ORDER BY j.completed_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED));
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    WHEN 'control_plane_outbox' THEN
+        DELETE FROM public.control_plane_outbox d WHERE d.id = ANY (ARRAY(
+            SELECT o.id FROM public.control_plane_outbox o
+            WHERE o.status = 'completed' AND o.completed_at < v_cutoff
+              AND EXISTS (SELECT 1 FROM public.release_runs r
+                          WHERE r.id = o.release_run_id AND r.status IN ('succeeded', 'failed', 'cancelled'))
+            ORDER BY o.completed_at
+            LIMIT p_batch
+            FOR UPDATE OF o SKIP LOCKED));
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    WHEN 'release_runs' THEN
+        -- Locking the runs first keeps new effects and attempts off them (inserting one takes
+        -- FOR KEY SHARE on its run). Each later statement takes a new snapshot, and deletes a run
+        -- only once nothing refers to it any more: an effect that appeared between the pick and
+        -- the lock keeps its run.
+        SELECT array_agg(d.id) INTO v_runs FROM (
+            SELECT r.id FROM public.release_runs r
+            WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND r.completed_at < v_cutoff
+              AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                              WHERE o.release_run_id = r.id AND o.status <> 'completed')
+            ORDER BY r.completed_at
+            LIMIT p_batch
+            FOR UPDATE OF r SKIP LOCKED
+        ) d;
+        IF v_runs IS NULL THEN
+            RETURN 0;
+        END IF;
+        DELETE FROM public.control_plane_outbox o
+        WHERE o.release_run_id = ANY (v_runs) AND o.status = 'completed'
+          AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox k
+                          WHERE k.release_run_id = o.release_run_id AND k.status <> 'completed');
+        DELETE FROM public.execution_attempts a
+        WHERE a.release_run_id = ANY (v_runs)
+          AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = a.release_run_id);
+        DELETE FROM public.release_runs r
+        WHERE r.id = ANY (v_runs)
+          AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = r.id)
+          AND NOT EXISTS (SELECT 1 FROM public.execution_attempts a WHERE a.release_run_id = r.id);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    WHEN 'control_plane_audit' THEN
+        -- The audit trail proves what operators did: no login (the admin and lifecycle roles
+        -- may call this function) can shorten it below a year.
+        IF p_older_than < interval '365 days' THEN
+            RAISE EXCEPTION 'audit retention must be at least 365 days, got %', p_older_than USING ERRCODE = '22023';
+        END IF;
+        PERFORM pg_catalog.set_config('boardreadyops.audit_retention', 'on', true);
+        DELETE FROM public.control_plane_audit d WHERE d.id = ANY (ARRAY(
+            SELECT a.id FROM public.control_plane_audit a
+            WHERE a.occurred_at < v_cutoff
+            ORDER BY a.occurred_at
+            LIMIT p_batch));
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        PERFORM pg_catalog.set_config('boardreadyops.audit_retention', '', true);
+    ELSE
+        RAISE EXCEPTION 'no retention for table %', p_table USING ERRCODE = '22023';
+    END CASE;
+    RETURN v_deleted;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_retention_delete(p_table text, p_owner text, p_older_than interval, p_batch integer, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_delete(p_table text, p_owner text, p_older_than interval, p_batch integer, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_delete(p_table text, p_owner text, p_older_than interval, p_batch integer, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_delete(p_table text, p_owner text, p_older_than interval, p_batch integer, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_retention_index_bloat()
+CREATE FUNCTION public.boardreadyops_retention_index_bloat() RETURNS TABLE(index_name text, table_name text, size_bytes bigint, live_entries bigint, needed_bytes bigint)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- A B-tree entry is an 8-byte tuple header, its keys MAXALIGNed and a 4-byte line pointer;
+    -- leaf pages are filled to 90 % by a build, plus the meta page and one root. Every key here
+    -- is fixed-width (timestamptz, bigint). reltuples is -1 before the first VACUUM or ANALYZE:
+    -- live_entries and needed_bytes are then NULL (unknown, never a reason to rebuild).
+    SELECT c.relname::text, t.relname::text, pg_catalog.pg_relation_size(c.oid),
+           CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END,
+           CASE WHEN c.reltuples >= 0 THEN
+               (2 + ceil(c.reltuples * (8 + ((k.width + 7) / 8) * 8 + 4) / ((current_setting('block_size')::int - 24) * 0.9)))::bigint
+               * current_setting('block_size')::int END
+    FROM pg_catalog.pg_class c
+    JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+    JOIN pg_catalog.pg_class t ON t.oid = i.indrelid
+    CROSS JOIN LATERAL (SELECT sum(ty.typlen)::int AS width FROM pg_catalog.pg_attribute a
+                        JOIN pg_catalog.pg_type ty ON ty.oid = a.atttypid
+                        WHERE a.attrelid = c.oid AND a.attnum > 0) k
+    WHERE c.relnamespace = 'public'::regnamespace
+      AND c.relname IN ('control_plane_jobs_claim_idx', 'control_plane_jobs_lease_idx',
+                        'control_plane_outbox_claim_idx', 'control_plane_outbox_lease_idx')
+    ORDER BY c.relname;
+$$;
+
+-- ACL FUNCTION boardreadyops_retention_index_bloat()
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_index_bloat() FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_index_bloat() TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_index_bloat() TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_retention_lease_acquire(text, interval, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_retention_lease_acquire(p_owner text, p_ttl interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(acquired boolean, holder text, held_until timestamp with time zone)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+BEGIN
+    IF p_owner IS NULL OR length(btrim(p_owner)) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'lease owner must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_ttl IS NULL OR p_ttl < interval '1 second' OR p_ttl > interval '1 hour' THEN
+        RAISE EXCEPTION 'lease must be from 1 second to 1 hour, got %', p_ttl USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO public.retention_leases AS l (name, owner, acquired_at, expires_at)
+    VALUES ('retention', p_owner, v_now, v_now + p_ttl)
+    ON CONFLICT (name) DO UPDATE
+        SET owner = EXCLUDED.owner,
+            acquired_at = CASE WHEN l.owner = EXCLUDED.owner THEN l.acquired_at ELSE EXCLUDED.acquired_at END,
+            expires_at = EXCLUDED.expires_at
+        WHERE l.owner = EXCLUDED.owner OR l.expires_at <= v_now;
+    RETURN QUERY SELECT l.owner = p_owner, l.owner, l.expires_at FROM public.retention_leases l WHERE l.name = 'retention';
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_retention_lease_acquire(p_owner text, p_ttl interval, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_lease_acquire(p_owner text, p_ttl interval, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_acquire(p_owner text, p_ttl interval, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_acquire(p_owner text, p_ttl interval, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_retention_lease_release(text)
+CREATE FUNCTION public.boardreadyops_retention_lease_release(p_owner text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    DELETE FROM public.retention_leases WHERE name = 'retention' AND owner = p_owner;
+    RETURN FOUND;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_retention_lease_release(p_owner text)
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_retention_status(interval, interval, interval, interval, boolean, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean DEFAULT true, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(table_name text, retention interval, expired bigint, oldest_expired_at timestamp with time zone, oldest_at timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    v_cutoff timestamptz;
+BEGIN
+    -- A NULL period is "never": the row says so with NULL expired and oldest_expired_at.
+    table_name := 'control_plane_jobs'; retention := p_jobs;
+    v_cutoff := v_now - p_jobs;
+    SELECT min(j.completed_at) INTO oldest_at FROM public.control_plane_jobs j WHERE j.status = 'completed';
+    oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
+    expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
+        (SELECT count(*) FROM public.control_plane_jobs j WHERE j.status = 'completed' AND j.completed_at < v_cutoff) END;
+    RETURN NEXT;
+
+    table_name := 'control_plane_outbox'; retention := p_effects;
+    v_cutoff := v_now - p_effects;
+    SELECT o.completed_at INTO oldest_at FROM public.control_plane_outbox o
+    WHERE o.status = 'completed'
+      AND EXISTS (SELECT 1 FROM public.release_runs r WHERE r.id = o.release_run_id AND r.status IN ('succeeded', 'failed', 'cancelled'))
+    ORDER BY o.completed_at LIMIT 1;
+    IF NOT FOUND THEN oldest_at := NULL; END IF;
+    oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
+    expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
+        (SELECT count(*) FROM public.control_plane_outbox o
+         WHERE o.status = 'completed' AND o.completed_at < v_cutoff
+           AND EXISTS (SELECT 1 FROM public.release_runs r WHERE r.id = o.release_run_id AND r.status IN ('succeeded', 'failed', 'cancelled'))) END;
+    RETURN NEXT;
+
+    table_name := 'release_runs'; retention := p_release_runs;
+    v_cutoff := v_now - p_release_runs;
+    SELECT r.completed_at INTO oldest_at FROM public.release_runs r
+    WHERE r.status IN ('succeeded', 'failed', 'cancelled')
+      AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = r.id AND o.status <> 'completed')
+    ORDER BY r.completed_at LIMIT 1;
+    IF NOT FOUND THEN oldest_at := NULL; END IF;
+    oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
+    expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
+        (SELECT count(*) FROM public.release_runs r
+         WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND r.completed_at < v_cutoff
+           AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = r.id AND o.status <> 'completed')) END;
+    RETURN NEXT;
+
+    table_name := 'control_plane_audit'; retention := p_audit;
+    v_cutoff := v_now - p_audit;
+    SELECT min(a.occurred_at) INTO oldest_at FROM public.control_plane_audit a;
+    oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
+    expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
+        (SELECT count(*) FROM public.control_plane_audit a WHERE a.occurred_at < v_cutoff) END;
+    RETURN NEXT;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_retention_sweep(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_retention_sweep(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -18,25 +258,21 @@ BEGIN
     IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 100000 THEN
         RAISE EXCEPTION 'batch must be between 1 and 100000, got %', p_batch USING ERRCODE = '22023';
     END IF;
-    WITH doomed AS (
+    DELETE FROM public.control_plane_outbox d WHERE d.id = ANY (ARRAY(
         SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'completed' AND o.completed_at < v_cutoff
         ORDER BY o.completed_at
         LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    DELETE FROM public.control_plane_outbox o USING doomed WHERE o.id = doomed.id;
+        FOR UPDATE SKIP LOCKED));
     GET DIAGNOSTICS v_outbox = ROW_COUNT;
 
     -- Deleting the inbox row cascades to its job.
-    WITH doomed AS (
+    DELETE FROM public.webhook_inbox i WHERE i.id = ANY (ARRAY(
         SELECT j.inbox_id FROM public.control_plane_jobs j
         WHERE j.status = 'completed' AND j.completed_at < v_cutoff
         ORDER BY j.completed_at
         LIMIT p_batch
-        FOR UPDATE SKIP LOCKED
-    )
-    DELETE FROM public.webhook_inbox i USING doomed WHERE i.id = doomed.inbox_id;
+        FOR UPDATE SKIP LOCKED));
     GET DIAGNOSTICS v_jobs = ROW_COUNT;
 
     RETURN QUERY SELECT v_outbox, v_jobs;

@@ -35,6 +35,9 @@ ALTER TABLE public.control_plane_audit ALTER COLUMN id ADD GENERATED ALWAYS AS I
 ALTER TABLE ONLY public.control_plane_audit
     ADD CONSTRAINT control_plane_audit_pkey PRIMARY KEY (id);
 
+-- INDEX control_plane_audit_occurred_at_idx
+CREATE INDEX control_plane_audit_occurred_at_idx ON public.control_plane_audit USING btree (occurred_at);
+
 -- INDEX control_plane_audit_subject_idx
 CREATE INDEX control_plane_audit_subject_idx ON public.control_plane_audit USING btree (subject_type, subject_id);
 

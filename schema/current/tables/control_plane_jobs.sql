@@ -46,6 +46,9 @@ ALTER TABLE ONLY public.control_plane_jobs
 -- INDEX control_plane_jobs_claim_idx
 CREATE INDEX control_plane_jobs_claim_idx ON public.control_plane_jobs USING btree (available_at, id) WHERE (status = 'available'::text);
 
+-- INDEX control_plane_jobs_completed_idx
+CREATE INDEX control_plane_jobs_completed_idx ON public.control_plane_jobs USING btree (completed_at) WHERE (status = 'completed'::text);
+
 -- INDEX control_plane_jobs_lease_idx
 CREATE INDEX control_plane_jobs_lease_idx ON public.control_plane_jobs USING btree (lease_expires_at) WHERE (status = 'leased'::text);
 

@@ -68,11 +68,17 @@ CREATE INDEX control_plane_outbox_claim_idx ON public.control_plane_outbox USING
 -- INDEX control_plane_outbox_completed_idx
 CREATE INDEX control_plane_outbox_completed_idx ON public.control_plane_outbox USING btree (completed_at) WHERE (status = 'completed'::text);
 
+-- INDEX control_plane_outbox_execution_attempt_idx
+CREATE INDEX control_plane_outbox_execution_attempt_idx ON public.control_plane_outbox USING btree (execution_attempt_id) WHERE (execution_attempt_id IS NOT NULL);
+
 -- INDEX control_plane_outbox_lease_idx
 CREATE INDEX control_plane_outbox_lease_idx ON public.control_plane_outbox USING btree (lease_expires_at) WHERE (status = 'leased'::text);
 
 -- INDEX control_plane_outbox_release_run_idx
 CREATE INDEX control_plane_outbox_release_run_idx ON public.control_plane_outbox USING btree (release_run_id);
+
+-- INDEX control_plane_outbox_superseded_by_idx
+CREATE INDEX control_plane_outbox_superseded_by_idx ON public.control_plane_outbox USING btree (superseded_by) WHERE (superseded_by IS NOT NULL);
 
 -- TRIGGER control_plane_outbox control_plane_outbox_hold_fenced_dispatch
 CREATE TRIGGER control_plane_outbox_hold_fenced_dispatch BEFORE INSERT ON public.control_plane_outbox FOR EACH ROW WHEN (((new.effect_type = 'github.workflow.dispatch'::text) AND (new.generation = 0))) EXECUTE FUNCTION public.boardreadyops_outbox_hold_fenced_dispatch();

@@ -36,6 +36,9 @@ ALTER TABLE ONLY public.release_runs
 ALTER TABLE ONLY public.release_runs
     ADD CONSTRAINT release_runs_repository_id_fkey FOREIGN KEY (repository_id) REFERENCES public.repositories(id);
 
+-- INDEX release_runs_completed_idx
+CREATE INDEX release_runs_completed_idx ON public.release_runs USING btree (completed_at) WHERE (status = ANY (ARRAY['succeeded'::text, 'failed'::text, 'cancelled'::text]));
+
 -- INDEX release_runs_installation_id_idx
 CREATE INDEX release_runs_installation_id_idx ON public.release_runs USING btree (installation_id);
 

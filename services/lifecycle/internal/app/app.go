@@ -1,6 +1,8 @@
 // Package app is the lifecycle service: it claims control-plane jobs and applies installation,
 // repository and release-run state changes, writing the required GitHub side effects into the
-// outbox in the same transaction. It never calls GitHub.
+// outbox in the same transaction. It never calls GitHub. One replica at a time (the retention
+// lease) also runs the retention maintenance service (pkg/retention): lifecycle is the service
+// that owns the jobs and writes the release runs and their effects, the rows retention deletes.
 package app
 
 import (
@@ -13,15 +15,17 @@ import (
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/notify"
+	"github.com/boardreadyops/cloud/pkg/retention"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
 
 // Config is lifecycle's own configuration.
 type Config struct {
-	Worker  worker.Config
-	Handler handler.Config
-	AppID   int
+	Worker    worker.Config
+	Handler   handler.Config
+	AppID     int
+	Retention retention.Settings
 }
 
 func (c *Config) register(e *config.Env) {
@@ -38,6 +42,7 @@ func (c *Config) register(e *config.Env) {
 	e.Int(&c.AppID, "github-app-id", "BOARDREADYOPS_GITHUB_APP_ID", 0, "GitHub App id; when set, only its check runs are re-run")
 	e.Duration(&h.MatchWindow, "workflow-run-match-window", "BOARDREADYOPS_WORKFLOW_RUN_MATCH_WINDOW", 15*time.Minute,
 		"how long a workflow_run waits for its dispatch to be recorded before it is recorded as unmatched")
+	c.Retention.Register(e)
 }
 
 func (c *Config) validate() error {
@@ -62,7 +67,7 @@ func (c *Config) validate() error {
 		errs = append(errs, errors.New("BOARDREADYOPS_GITHUB_APP_ID must not be negative"))
 	}
 	c.Handler.AppID = int64(c.AppID)
-	return errors.Join(append(errs, c.Handler.Validate())...)
+	return errors.Join(append(errs, c.Handler.Validate(), c.Retention.Validate())...)
 }
 
 // Run runs the lifecycle service until ctx ends.
@@ -95,6 +100,21 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	w, err := worker.New(b.Pool, wc)
 	if err != nil {
 		return err
+	}
+	if c.Retention.Enabled {
+		rc := c.Retention.Config(wc.ID)
+		rc.Metrics, rc.Logger = retention.NewMetrics(b.Registry), b.Logger
+		sweeper, err := retention.New(b.Pool, rc)
+		if err != nil {
+			return err
+		}
+		b.Logger.Info("retention enabled", "jobs", rc.Periods.Jobs, "effects", rc.Periods.Effects,
+			"release_runs", rc.Periods.ReleaseRuns, "audit", rc.Periods.Audit, "batch_size", rc.BatchSize)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); sweeper.Run(rctx) }()
+		defer func() { cancel(); <-done }() // the worker stopped (ctx ended or it failed): hand the lease over
+
 	}
 	b.Logger.Info("lifecycle worker starting", "worker_id", wc.ID, "concurrency", wc.Concurrency, "batch_size", wc.BatchSize,
 		"lease", wc.Lease, "listen", wc.Listen)

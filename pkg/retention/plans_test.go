@@ -1,0 +1,98 @@
+package retention_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/retention"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+// TestDeletesUseTheirIndexes reads the plans (auto_explain, generic plans as PL/pgSQL settles on,
+// foreign-key actions included) of one batch of each retention delete, and of the older
+// boardreadyops_retention_sweep, over tables of tens of thousands of rows in every state: each
+// finds its rows through the index migration 00026 built for it, with no sequential scan of the
+// table and no sort.
+func TestDeletesUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	r, s := newRows(t)
+	r.exec(`WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256, received_at)
+			SELECT 'bulk-' || g, 'push', '{}', sha256('x'::bytea), $1::timestamptz - g * interval '1 minute'
+			FROM generate_series(1, 30000) g RETURNING id, received_at
+		)
+		INSERT INTO control_plane_jobs (kind, inbox_id, status, completed_at, last_error)
+		SELECT 'push', id, CASE WHEN id % 10 = 0 THEN 'dead_letter' WHEN id % 10 = 1 THEN 'available' ELSE 'completed' END,
+		       CASE WHEN id % 10 > 1 THEN received_at END, NULL FROM i`, now)
+	r.exec(`INSERT INTO installations (id, account_login, account_type) VALUES (1, 'octo-org', 'Organization')`)
+	r.exec(`INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'octo-org/repo')`)
+	r.exec(`INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, completed_at)
+		SELECT 1, 1, 'refs/tags/v' || g, lpad(to_hex(g), 40, '0'), 'boardreadyops-release.yml',
+		       CASE WHEN g % 5 = 0 THEN 'running' ELSE 'succeeded' END,
+		       CASE WHEN g % 5 <> 0 THEN $1::timestamptz - g * interval '1 hour' END
+		FROM generate_series(1, 10000) g`, now)
+	r.exec(`INSERT INTO execution_attempts (release_run_id, number, status, completed_at)
+		SELECT id, 1, CASE WHEN status = 'running' THEN 'pending' ELSE status END, completed_at FROM release_runs`)
+	r.exec(`INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, release_run_id, installation_id)
+		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}',
+		       CASE WHEN completed_at IS NULL THEN 'available' ELSE 'completed' END, completed_at, id, 1 FROM release_runs`)
+	r.exec(`INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, release_run_id,
+			execution_attempt_id, installation_id)
+		SELECT 'github.workflow.dispatch', 'github.workflow.dispatch:' || a.release_run_id || ':' || a.id, '{}', 'completed',
+		       coalesce(a.completed_at, $1::timestamptz), a.release_run_id, a.id, 1 FROM execution_attempts a`, now)
+	r.exec(`INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, from_status, to_status)
+		SELECT $1::timestamptz - g * interval '1 hour', 'alice', 'job.replay', 'job', g, 'why', 'dead_letter', 'available'
+		FROM generate_series(1, 20000) g`, now)
+	r.exec(`ANALYZE`)
+	if _, err := s.Acquire(ctx, r.pool, "plans", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		table, node, index string
+		period             time.Duration
+	}{
+		{retention.TableJobs, "Delete on webhook_inbox", "control_plane_jobs_completed_idx", 7 * day},
+		{retention.TableEffects, "Delete on control_plane_outbox", "control_plane_outbox_completed_idx", 7 * day},
+		{retention.TableReleaseRuns, "LockRows", "release_runs_completed_idx", 90 * day},
+		{retention.TableAudit, "Delete on control_plane_audit", "control_plane_audit_occurred_at_idx", 365 * day},
+	}
+	for _, tt := range tests {
+		plans := pgtest.NewPlans(t, r.pool.Config().ConnString())
+		// Six calls: PL/pgSQL's plan cache is forced generic, as it would settle after five.
+		for range 6 {
+			if _, err := s.Delete(ctx, plans.Conn, tt.table, "plans", tt.period, 100); err != nil {
+				t.Fatal(err)
+			}
+		}
+		plan, all := plans.Find(tt.index)
+		if plan == "" || !strings.Contains(plan, tt.node) {
+			t.Errorf("%s: no plan of %q uses %s:\n%s", tt.table, tt.node, tt.index, strings.Join(all, "\n---\n"))
+			continue
+		}
+		for _, p := range all {
+			for _, bad := range []string{"Seq Scan on " + tt.table, "Seq Scan on control_plane_outbox", "Seq Scan on execution_attempts", "Sort  "} {
+				if strings.Contains(p, bad) && !strings.Contains(p, "pg_") {
+					t.Errorf("%s: a plan has %q:\n%s", tt.table, bad, p)
+				}
+			}
+		}
+	}
+
+	// The older sweep's jobs half: the same index, no sort (it was a sequential scan and an
+	// external sort before 00026).
+	plans := pgtest.NewPlans(t, r.pool.Config().ConnString())
+	if _, err := plans.Conn.Exec(ctx, `SELECT * FROM boardreadyops_retention_sweep('7 days', 100, $1)`, now); err != nil {
+		t.Fatal(err)
+	}
+	plan, all := plans.Find("Delete on webhook_inbox")
+	if !strings.Contains(plan, "control_plane_jobs_completed_idx") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("boardreadyops_retention_sweep's jobs half does not use control_plane_jobs_completed_idx alone:\n%s\n(all: %q)", plan, all)
+	}
+	if plan, _ := plans.Find("Delete on control_plane_outbox"); !strings.Contains(plan, "control_plane_outbox_completed_idx") || strings.Contains(plan, "Seq Scan") {
+		t.Errorf("boardreadyops_retention_sweep's outbox half:\n%s", plan)
+	}
+}
