@@ -197,27 +197,7 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				r := i % repos
-				body, _ := json.Marshal(map[string]any{
-					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
-					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
-					"installation": map[string]any{"id": 60000 + r%installations},
-					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
-						"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
-						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
-				})
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "push")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%x-%d", stamp, i))
-				req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
-				resp, err := client.Do(req)
-				if err != nil {
-					failures.Add(1)
-					continue
-				}
-				drainClose(resp.Body)
-				if resp.StatusCode != http.StatusAccepted {
+				if !postPush(ctx, client, url, secret, stamp, i, repos, installations) {
 					failures.Add(1)
 				}
 			}
@@ -238,6 +218,31 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 	close(jobs)
 	wg.Wait()
 	return failures.Load()
+}
+
+// postPush sends release-tag push i (tag v1.i.0 of repository i mod repos) and reports whether
+// it was answered 202.
+func postPush(ctx context.Context, client *http.Client, url string, secret []byte, stamp int64, i, repos, installations int) bool {
+	r := i % repos
+	body, _ := json.Marshal(map[string]any{
+		"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
+		"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
+		"installation": map[string]any{"id": 60000 + r%installations},
+		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
+			"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
+			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%x-%d", stamp, i))
+	req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	drainClose(resp.Body)
+	return resp.StatusCode == http.StatusAccepted
 }
 
 // metricsClient scrapes the dispatcher; a hung endpoint must not hang the load tool.

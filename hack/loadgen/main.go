@@ -4,6 +4,7 @@
 //	loadgen lifecycle   preloaded push-tag jobs drained by a running lifecycle service
 //	loadgen pgbench     the reference alone: pgbench -N -c 8 -j 2 on a database
 //	loadgen e2e         release-tag pushes through the running services and the simulator, end to end
+//	loadgen soak        a long end-to-end run sampled per tenth: throughput, claim latency, table sizes, vacuum, PostgreSQL CPU
 //	loadgen hostile     hostile clients (announced lengths, tricklers, idle keep-alives) beside genuine deliveries
 //
 // Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
@@ -19,7 +20,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench|e2e|hostile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench|e2e|soak|hostile [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -32,6 +33,8 @@ func main() {
 		err = runPgbench(os.Args[2:])
 	case "e2e":
 		err = runE2E(os.Args[2:])
+	case "soak":
+		err = runSoak(os.Args[2:])
 	case "hostile":
 		err = runHostile(os.Args[2:])
 	default:
