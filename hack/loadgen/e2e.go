@@ -66,11 +66,10 @@ func runE2E(args []string) error {
 	if *runs < 1 || *runs > 1_000_000 || *repos < 1 || *installations < 1 || *installations > *repos || *concurrency < 1 || *concurrency > 512 {
 		return fmt.Errorf("runs 1..1e6, repositories >= 1, installations 1..repositories, concurrency 1..512")
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, *dbURL)
@@ -79,12 +78,10 @@ func runE2E(args []string) error {
 	}
 	defer conn.Close(context.Background())
 
-	// The server's postmaster is the parent of this session's backend.
-	var backend int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+	postmaster, err := connPostmaster(ctx, conn)
+	if err != nil {
 		return err
 	}
-	postmaster := parentPID(strconv.Itoa(backend))
 	cpuAtStart := cpuSeconds(*pids, postmaster)
 	start := time.Now()
 	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)

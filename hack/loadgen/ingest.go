@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,11 +27,7 @@ func postmasterOf(ctx context.Context, dbURL string) (int, error) {
 		return -1, fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	var backend int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
-		return -1, fmt.Errorf("backend pid: %w", err)
-	}
-	return parentPID(strconv.Itoa(backend)), nil
+	return connPostmaster(ctx, conn)
 }
 
 // ingestResult is one load run against ingest.
@@ -91,11 +86,10 @@ func runIngest(args []string) error {
 	if *duration <= 0 || *duration > 10*time.Minute || *concurrency < 1 || *concurrency > 1024 {
 		return fmt.Errorf("duration must be in (0, 10m] and concurrency in [1, 1024]")
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 
 	if *runs < 1 || *runs > 9 {
 		return fmt.Errorf("runs must be 1 to 9")

@@ -13,9 +13,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 func main() {
@@ -52,4 +57,22 @@ func main() {
 func drainClose(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<22))
 	body.Close()
+}
+
+// signingSecret reads a webhook secrets file; its first line signs.
+func signingSecret(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read secret file: %w", err)
+	}
+	return []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0])), nil
+}
+
+// connPostmaster finds the PostgreSQL server's postmaster: the parent of conn's backend.
+func connPostmaster(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var backend int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return -1, fmt.Errorf("backend pid: %w", err)
+	}
+	return parentPID(strconv.Itoa(backend)), nil
 }

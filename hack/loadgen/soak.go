@@ -100,11 +100,10 @@ func runSoak(args []string) error {
 	if *dispatcherMetrics == "" || *lifecycleMetrics == "" || *ingestMetrics == "" {
 		return fmt.Errorf("--ingest-metrics, --lifecycle-metrics and --dispatcher-metrics are required")
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, *dbURL)
@@ -112,12 +111,12 @@ func runSoak(args []string) error {
 		return fmt.Errorf("connect: %w", err)
 	}
 	defer conn.Close(context.Background())
-	var backend int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+	postmaster, err := connPostmaster(ctx, conn)
+	if err != nil {
 		return err
 	}
 	p := &soakProbe{conn: conn, ingestMetrics: *ingestMetrics, lifecycle: *lifecycleMetrics, dispatcher: *dispatcherMetrics,
-		postmaster: parentPID(strconv.Itoa(backend))}
+		postmaster: postmaster}
 
 	var completed atomic.Int64
 	first, err := p.sample(ctx)
@@ -181,8 +180,9 @@ func runSoak(args []string) error {
 	return nil
 }
 
+// ratio is a/b, or 0 when either slice observed nothing (-1) or b is 0.
 func ratio(a, b float64) float64 {
-	if b == 0 {
+	if a < 0 || b <= 0 {
 		return 0
 	}
 	return a / b
