@@ -2,7 +2,8 @@
 # End-to-end load (docs/performance.md): a fresh durable PostgreSQL, the GitHub simulator running
 # every dispatched workflow (100 ms steps) and sending its workflow_run webhooks back, ingest,
 # lifecycle and outbox-dispatcher as separate processes, and `loadgen e2e` pushing release tags
-# (each run: 4 webhooks, 4 jobs, 3 effects) until every run is finished; then pgbench.
+# (each run: 4 webhooks, of which the filter stores 2 as jobs, and 3 effects) until every run is
+# finished; then pgbench.
 #
 #   hack/bench/e2e.sh [--runs 50000] [--rate 0] [--installations 10] [--repositories 100] [--pacing off|on]
 #

@@ -25,6 +25,8 @@ pg_settings=()
 if [[ -n "${PG_STATEMENTS:-}" ]]; then
 	pg_settings=(--set shared_preload_libraries=pg_stat_statements --set pg_stat_statements.track=all)
 fi
+# PG_SET="name=value …" sets server parameters for the run (e.g. autovacuum_naptime=10s).
+for setting in ${PG_SET:-}; do pg_settings+=(--set "$setting"); done
 bin/pgdev --dir "$work/pg" --port "$port" --url-file "$work/url" "${pg_settings[@]}" >"$work/pg.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 1 300); do [[ -s "$work/url" ]] && break; sleep 0.1; done

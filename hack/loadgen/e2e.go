@@ -21,7 +21,6 @@ import (
 
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
-	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
 // e2eResult is one end-to-end load run.
@@ -68,11 +67,10 @@ func runE2E(args []string) error {
 	if *runs < 1 || *runs > 1_000_000 || *repos < 1 || *installations < 1 || *installations > *repos || *concurrency < 1 || *concurrency > 512 {
 		return fmt.Errorf("runs 1..1e6, repositories >= 1, installations 1..repositories, concurrency 1..512")
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, *dbURL)
@@ -81,12 +79,10 @@ func runE2E(args []string) error {
 	}
 	defer conn.Close(context.Background())
 
-	// The server's postmaster is the parent of this session's backend.
-	var backend int
-	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+	postmaster, err := connPostmaster(ctx, conn)
+	if err != nil {
 		return err
 	}
-	postmaster := proccpu.Postmaster(backend)
 	cpuAtStart := cpuSeconds(*pids, postmaster)
 	start := time.Now()
 	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)
@@ -200,27 +196,7 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 		go func() {
 			defer wg.Done()
 			for i := range jobs {
-				r := i % repos
-				body, _ := json.Marshal(map[string]any{
-					"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
-					"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
-					"installation": map[string]any{"id": 60000 + r%installations},
-					"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
-						"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
-						"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
-				})
-				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "push")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%x-%d", stamp, i))
-				req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
-				resp, err := client.Do(req)
-				if err != nil {
-					failures.Add(1)
-					continue
-				}
-				drainClose(resp.Body)
-				if resp.StatusCode != http.StatusAccepted {
+				if !postPush(ctx, client, url, secret, stamp, i, repos, installations) {
 					failures.Add(1)
 				}
 			}
@@ -241,6 +217,31 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 	close(jobs)
 	wg.Wait()
 	return failures.Load()
+}
+
+// postPush sends release-tag push i (tag v1.i.0 of repository i mod repos) and reports whether
+// it was answered 202.
+func postPush(ctx context.Context, client *http.Client, url string, secret []byte, stamp int64, i, repos, installations int) bool {
+	r := i % repos
+	body, _ := json.Marshal(map[string]any{
+		"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
+		"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
+		"installation": map[string]any{"id": 60000 + r%installations},
+		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
+			"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),
+			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("load-org-%d", r%installations), "type": "Organization"}},
+	})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("load-%x-%d", stamp, i))
+	req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	drainClose(resp.Body)
+	return resp.StatusCode == http.StatusAccepted
 }
 
 // metricsClient scrapes the dispatcher; a hung endpoint must not hang the load tool.

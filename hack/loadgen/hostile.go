@@ -67,11 +67,10 @@ func runHostile(args []string) error {
 			return fmt.Errorf("attacker counts must be 0 to 5000")
 		}
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	u, err := url.Parse(*target)
 	if err != nil {
 		return err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"sort"
@@ -14,8 +15,20 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/hubsig"
 )
+
+// postmasterOf finds the PostgreSQL server's postmaster: the parent of this session's backend.
+func postmasterOf(ctx context.Context, dbURL string) (int, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return -1, fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return connPostmaster(ctx, conn)
+}
 
 // ingestResult is one load run against ingest.
 type ingestResult struct {
@@ -23,15 +36,20 @@ type ingestResult struct {
 	Seconds     float64 `json:"seconds"`
 	Sent        int64   `json:"sent"`
 	Accepted    int64   `json:"accepted"`
-	Failed      int64   `json:"failed"`
-	PerSecond   float64 `json:"accepted_per_second"`
-	P50ms       float64 `json:"p50_ms"`
-	P95ms       float64 `json:"p95_ms"`
-	P99ms       float64 `json:"p99_ms"`
-	MaxMs       float64 `json:"max_ms"`
+	// Filtered of the accepted were answered "filtered" (not stored).
+	Filtered  int64   `json:"filtered"`
+	Failed    int64   `json:"failed"`
+	PerSecond float64 `json:"accepted_per_second"`
+	P50ms     float64 `json:"p50_ms"`
+	P95ms     float64 `json:"p95_ms"`
+	P99ms     float64 `json:"p99_ms"`
+	MaxMs     float64 `json:"max_ms"`
 	// PgbenchTPS is `pgbench -N` on the same server in the same run (0 when not measured).
 	PgbenchTPS float64 `json:"pgbench_tps,omitempty"`
 	Ratio      float64 `json:"ratio_to_pgbench,omitempty"`
+	// PostgresCPUms and IngestCPUms per 1,000 deliveries answered 202 (0 when not measured).
+	PostgresCPUms float64 `json:"postgres_cpu_ms_per_1000,omitempty"`
+	IngestCPUms   float64 `json:"ingest_cpu_ms_per_1000,omitempty"`
 }
 
 func runIngest(args []string) error {
@@ -44,26 +62,49 @@ func runIngest(args []string) error {
 	pgbenchTime := fs.Duration("pgbench-duration", 30*time.Second, "pgbench run length")
 	runs := fs.Int("runs", 1, "repeat load (and pgbench) this many times and report each and the medians")
 	jsonOut := fs.Bool("json", false, "print JSON instead of a table")
+	mixName := fs.String("mix", "release-tags", "deliveries to send, in turn: "+mixNames())
+	dbURL := fs.String("database-url", "", "when set, measure the PostgreSQL server's CPU (its postmaster is found through this database)")
+	ingestPID := fs.String("ingest-pid", "", "when set, measure this ingest process's CPU")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	mix, ok := mixes[*mixName]
+	if !ok {
+		return fmt.Errorf("unknown --mix %q (want %s)", *mixName, mixNames())
+	}
+	postmaster := -1
+	if *dbURL != "" {
+		var err error
+		if postmaster, err = postmasterOf(context.Background(), *dbURL); err != nil {
+			return err
+		}
+	}
+	pids := ""
+	if *ingestPID != "" {
+		pids = "ingest=" + *ingestPID
 	}
 	if *duration <= 0 || *duration > 10*time.Minute || *concurrency < 1 || *concurrency > 1024 {
 		return fmt.Errorf("duration must be in (0, 10m] and concurrency in [1, 1024]")
 	}
-	raw, err := os.ReadFile(*secretFile)
+	secret, err := signingSecret(*secretFile)
 	if err != nil {
-		return fmt.Errorf("read secret file: %w", err)
+		return err
 	}
-	secret := []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 
 	if *runs < 1 || *runs > 9 {
 		return fmt.Errorf("runs must be 1 to 9")
 	}
 	var all []ingestResult
 	for i := 0; i < *runs; i++ {
-		res, err := loadIngest(context.Background(), *url, secret, *concurrency, *duration)
+		before := cpuSeconds(pids, postmaster)
+		res, err := loadIngest(context.Background(), *url, secret, *concurrency, *duration, mix())
 		if err != nil {
 			return err
+		}
+		used := cpuSince(cpuSeconds(pids, postmaster), before)
+		if res.Accepted > 0 {
+			res.PostgresCPUms = 1e6 * used["postgres"] / float64(res.Accepted)
+			res.IngestCPUms = 1e6 * used["ingest"] / float64(res.Accepted)
 		}
 		if *pgbenchURL != "" {
 			if res.PgbenchTPS, err = pgbench(*pgbenchURL, *pgbenchTime); err != nil {
@@ -87,8 +128,11 @@ func runIngest(args []string) error {
 }
 
 func printIngest(title string, r ingestResult) {
-	fmt.Printf("%s: concurrency %d, %.0fs: sent %d, accepted %d, failed %d\n", title, r.Concurrency, r.Seconds, r.Sent, r.Accepted, r.Failed)
+	fmt.Printf("%s: concurrency %d, %.0fs: sent %d, accepted %d (filtered %d), failed %d\n", title, r.Concurrency, r.Seconds, r.Sent, r.Accepted, r.Filtered, r.Failed)
 	fmt.Printf("  accepted/s %.0f   latency p50 %.1fms p95 %.1fms p99 %.1fms max %.1fms\n", r.PerSecond, r.P50ms, r.P95ms, r.P99ms, r.MaxMs)
+	if r.PostgresCPUms > 0 || r.IngestCPUms > 0 {
+		fmt.Printf("  CPU per 1,000 accepted: postgres %.0f ms, ingest %.0f ms\n", r.PostgresCPUms, r.IngestCPUms)
+	}
 	if r.PgbenchTPS > 0 {
 		fmt.Printf("  pgbench -N -c 8 -j 2: %.0f tps   ratio %.2f\n", r.PgbenchTPS, r.Ratio)
 	}
@@ -105,18 +149,21 @@ func medianIngest(rs []ingestResult) ingestResult {
 		return v[len(v)/2]
 	}
 	return ingestResult{
-		Concurrency: rs[0].Concurrency,
-		Seconds:     m(func(r ingestResult) float64 { return r.Seconds }),
-		Sent:        int64(m(func(r ingestResult) float64 { return float64(r.Sent) })),
-		Accepted:    int64(m(func(r ingestResult) float64 { return float64(r.Accepted) })),
-		Failed:      int64(m(func(r ingestResult) float64 { return float64(r.Failed) })),
-		PerSecond:   m(func(r ingestResult) float64 { return r.PerSecond }),
-		P50ms:       m(func(r ingestResult) float64 { return r.P50ms }),
-		P95ms:       m(func(r ingestResult) float64 { return r.P95ms }),
-		P99ms:       m(func(r ingestResult) float64 { return r.P99ms }),
-		MaxMs:       m(func(r ingestResult) float64 { return r.MaxMs }),
-		PgbenchTPS:  m(func(r ingestResult) float64 { return r.PgbenchTPS }),
-		Ratio:       m(func(r ingestResult) float64 { return r.Ratio }),
+		Concurrency:   rs[0].Concurrency,
+		Seconds:       m(func(r ingestResult) float64 { return r.Seconds }),
+		Sent:          int64(m(func(r ingestResult) float64 { return float64(r.Sent) })),
+		Accepted:      int64(m(func(r ingestResult) float64 { return float64(r.Accepted) })),
+		Filtered:      int64(m(func(r ingestResult) float64 { return float64(r.Filtered) })),
+		Failed:        int64(m(func(r ingestResult) float64 { return float64(r.Failed) })),
+		PerSecond:     m(func(r ingestResult) float64 { return r.PerSecond }),
+		P50ms:         m(func(r ingestResult) float64 { return r.P50ms }),
+		P95ms:         m(func(r ingestResult) float64 { return r.P95ms }),
+		P99ms:         m(func(r ingestResult) float64 { return r.P99ms }),
+		MaxMs:         m(func(r ingestResult) float64 { return r.MaxMs }),
+		PgbenchTPS:    m(func(r ingestResult) float64 { return r.PgbenchTPS }),
+		Ratio:         m(func(r ingestResult) float64 { return r.Ratio }),
+		PostgresCPUms: m(func(r ingestResult) float64 { return r.PostgresCPUms }),
+		IngestCPUms:   m(func(r ingestResult) float64 { return r.IngestCPUms }),
 	}
 }
 
@@ -143,14 +190,13 @@ func pushBody() []byte {
 	return b
 }
 
-func loadIngest(ctx context.Context, url string, secret []byte, concurrency int, duration time.Duration) (ingestResult, error) {
-	template := pushBody()
+func loadIngest(ctx context.Context, url string, secret []byte, concurrency int, duration time.Duration, mix []delivery) (ingestResult, error) {
 	client := &http.Client{
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{MaxIdleConns: concurrency, MaxIdleConnsPerHost: concurrency, IdleConnTimeout: time.Minute},
 	}
 	run := fmt.Sprintf("%08x", time.Now().UnixNano()&0xffffffff)
-	var seq, sent, accepted, failed atomic.Int64
+	var seq, sent, accepted, filtered, failed atomic.Int64
 	latencies := make([][]time.Duration, concurrency)
 	ctx, cancel := context.WithTimeout(ctx, duration)
 	defer cancel()
@@ -161,13 +207,14 @@ func loadIngest(ctx context.Context, url string, secret []byte, concurrency int,
 		go func(w int) {
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 1<<14)
-			for ctx.Err() == nil {
+			for k := w; ctx.Err() == nil; k++ {
+				d := mix[k%len(mix)]
 				id := fmt.Sprintf("%s-%012d", run, seq.Add(1))
-				body := bytes.Replace(template, []byte(deliveryMark), []byte(id), 1)
+				body := bytes.Replace(d.body, []byte(deliveryMark), []byte(id), 1)
 				signature := hubsig.Sign(secret, body)
 				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
 				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "push")
+				req.Header.Set("X-GitHub-Event", d.event)
 				req.Header.Set("X-GitHub-Delivery", id)
 				req.Header.Set("X-Hub-Signature-256", signature)
 				t0 := time.Now()
@@ -177,10 +224,15 @@ func loadIngest(ctx context.Context, url string, secret []byte, concurrency int,
 					failed.Add(1)
 					continue
 				}
+				var answer struct{ Status string }
+				_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<12)).Decode(&answer)
 				drainClose(resp.Body)
 				lat = append(lat, time.Since(t0))
 				if resp.StatusCode == http.StatusAccepted {
 					accepted.Add(1)
+					if answer.Status == "filtered" {
+						filtered.Add(1)
+					}
 				} else {
 					failed.Add(1)
 				}
@@ -202,7 +254,7 @@ func loadIngest(ctx context.Context, url string, secret []byte, concurrency int,
 		return float64(all[int(p*float64(len(all)-1))].Microseconds()) / 1000
 	}
 	return ingestResult{
-		Concurrency: concurrency, Seconds: elapsed, Sent: sent.Load(), Accepted: accepted.Load(), Failed: failed.Load(),
+		Concurrency: concurrency, Seconds: elapsed, Sent: sent.Load(), Accepted: accepted.Load(), Filtered: filtered.Load(), Failed: failed.Load(),
 		PerSecond: float64(accepted.Load()) / elapsed, P50ms: pct(0.50), P95ms: pct(0.95), P99ms: pct(0.99), MaxMs: pct(1),
 	}, nil
 }

@@ -4,6 +4,7 @@
 //	loadgen lifecycle   preloaded push-tag jobs drained by a running lifecycle service
 //	loadgen pgbench     the reference alone: pgbench -N -c 8 -j 2 on a database
 //	loadgen e2e         release-tag pushes through the running services and the simulator, end to end
+//	loadgen soak        a long end-to-end run sampled per tenth: throughput, claim latency, table sizes, vacuum, PostgreSQL CPU
 //	loadgen hostile     hostile clients (announced lengths, tricklers, idle keep-alives) beside genuine deliveries
 //
 // Every measurement can be paired with `pgbench -N` on the same PostgreSQL server in the same run,
@@ -12,14 +13,20 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench|e2e|hostile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: loadgen ingest|lifecycle|pgbench|e2e|soak|hostile [flags]")
 		os.Exit(2)
 	}
 	var err error
@@ -32,6 +39,8 @@ func main() {
 		err = runPgbench(os.Args[2:])
 	case "e2e":
 		err = runE2E(os.Args[2:])
+	case "soak":
+		err = runSoak(os.Args[2:])
 	case "hostile":
 		err = runHostile(os.Args[2:])
 	default:
@@ -49,4 +58,22 @@ func main() {
 func drainClose(body io.ReadCloser) {
 	_, _ = io.Copy(io.Discard, io.LimitReader(body, 1<<22))
 	body.Close()
+}
+
+// signingSecret reads a webhook secrets file; its first line signs.
+func signingSecret(path string) ([]byte, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read secret file: %w", err)
+	}
+	return []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0])), nil
+}
+
+// connPostmaster finds the PostgreSQL server's postmaster: the parent of conn's backend.
+func connPostmaster(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var backend int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return -1, fmt.Errorf("backend pid: %w", err)
+	}
+	return proccpu.Postmaster(backend), nil
 }

@@ -12,10 +12,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,18 @@ func TestReleasesEndToEnd(t *testing.T) {
 			})
 		}
 	}
+	// Deliveries that can never matter, which the filter (on by default) answers 202 and drops:
+	// a branch push and a CI run's completion per repository, beside the simulator's requested
+	// and in_progress of every dispatched run.
+	for r := 0; r < repos; r++ {
+		repo := map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%2, r)), "name": fmt.Sprintf("repo-%d", r),
+			"full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r), "default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}}
+		send("push", map[string]any{"ref": "refs/heads/main", "before": strings.Repeat("0", 40), "after": strings.Repeat("c", 40),
+			"created": false, "deleted": false, "installation": map[string]any{"id": 5000 + r%2}, "repository": repo})
+		send("workflow_run", map[string]any{"action": "completed", "installation": map[string]any{"id": 5000 + r%2}, "repository": repo,
+			"workflow_run": map[string]any{"id": 900000 + r, "status": "completed", "conclusion": "success", "event": "push",
+				"path": ".github/workflows/ci.yml", "head_sha": strings.Repeat("c", 40)}})
+	}
 	const runs = repos * tags
 	count := func(q string) int {
 		var n int
@@ -163,9 +177,13 @@ func TestReleasesEndToEnd(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Every accepted delivery was processed: 20 pushes and 60 workflow_run webhooks.
-	if n, done := count(`SELECT count(*) FROM webhook_inbox`), count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'completed'`); n != runs*4 || done != n {
-		t.Fatalf("%d deliveries accepted, %d jobs completed; want %d and all", n, done, runs*4)
+	// Every stored delivery was processed: 20 tag pushes and 20 workflow_run completions; the
+	// filter dropped the 40 requested/in_progress webhooks, 4 branch pushes and 4 CI runs.
+	if n, done := count(`SELECT count(*) FROM webhook_inbox`), count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'completed'`); n != runs*2 || done != n {
+		t.Fatalf("%d deliveries stored, %d jobs completed; want %d and all", n, done, runs*2)
+	}
+	if n := scrapeSum(t, procs[0].MetricsAddr, "boardreadyops_webhook_deliveries_filtered_total"); n != float64(runs*2+repos*2) {
+		t.Fatalf("%v deliveries filtered, want %d", n, runs*2+repos*2)
 	}
 	if n := count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n != 0 {
 		t.Fatalf("%d effects not terminal-completed", n)
@@ -196,3 +214,29 @@ func TestReleasesEndToEnd(t *testing.T) {
 }
 
 func pxpool(ctx context.Context, url string) (*pgxpool.Pool, error) { return pgxpool.New(ctx, url) }
+
+// scrapeSum adds up every sample of a metric on a service's /metrics.
+func scrapeSum(t *testing.T, addr, name string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
+}

@@ -19,7 +19,8 @@ CREATE TABLE public.control_plane_jobs (
     completed_at timestamp with time zone,
     traceparent text,
     CONSTRAINT control_plane_jobs_row_check CHECK (public.boardreadyops_job_validate_row(kind, status, attempts, max_attempts, lease_owner, lease_expires_at, last_error, completed_at, traceparent))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='10000', autovacuum_vacuum_cost_delay='0');
 
 -- SEQUENCE control_plane_jobs_id_seq
 ALTER TABLE public.control_plane_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (

@@ -27,7 +27,8 @@ CREATE TABLE public.control_plane_outbox (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT control_plane_outbox_row_check CHECK (public.boardreadyops_outbox_validate_row(effect_type, idempotency_key, generation, payload, status, attempts, max_attempts, lease_owner, lease_expires_at, delivery_started_at, completed_at, last_error, result, release_run_id, execution_attempt_id, installation_id, traceparent))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='2000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='10000', autovacuum_vacuum_cost_delay='0');
 
 -- SEQUENCE control_plane_outbox_id_seq
 ALTER TABLE public.control_plane_outbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (

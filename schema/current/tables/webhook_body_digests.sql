@@ -9,7 +9,8 @@ CREATE TABLE public.webhook_body_digests (
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT webhook_body_digests_delivery_id_check CHECK (((length(delivery_id) >= 1) AND (length(delivery_id) <= 100))),
     CONSTRAINT webhook_body_digests_payload_sha256_check CHECK ((length(payload_sha256) = 32))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='50000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='50000');
 
 -- CONSTRAINT webhook_body_digests webhook_body_digests_pkey
 ALTER TABLE ONLY public.webhook_body_digests

@@ -15,7 +15,8 @@ CREATE TABLE public.webhook_inbox (
     received_at timestamp with time zone DEFAULT now() NOT NULL,
     traceparent text,
     CONSTRAINT webhook_inbox_row_check CHECK (public.boardreadyops_webhook_validate_row(delivery_id, event, action, installation_id, repository_id, payload, payload_sha256, traceparent))
-);
+)
+WITH (autovacuum_vacuum_scale_factor='0', autovacuum_vacuum_threshold='10000', autovacuum_vacuum_insert_scale_factor='0', autovacuum_vacuum_insert_threshold='50000', autovacuum_analyze_scale_factor='0', autovacuum_analyze_threshold='50000');
 
 -- SEQUENCE webhook_inbox_id_seq
 ALTER TABLE public.webhook_inbox ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (

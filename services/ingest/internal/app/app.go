@@ -36,6 +36,8 @@ type Config struct {
 	ReadTimeout    time.Duration
 	MaxConnections int
 	GroupCommit    bool
+	// Filter drops deliveries that can never matter (eventdoc.Filter) before anything is written.
+	Filter bool
 	// ContentType is the GitHub App's webhook content type, "json" or "form".
 	ContentType string
 	// MinBodyRateKiB is the slowest body transfer accepted, in KiB/s.
@@ -67,6 +69,8 @@ func (c *Config) register(e *config.Env) {
 		"slowest request body transfer accepted (KiB/s, after a 2 s grace); slower clients are cut off (408)")
 	e.Duration(&c.IdleTimeout, "idle-timeout", "BOARDREADYOPS_INGEST_IDLE_TIMEOUT", 5*time.Second,
 		"how long an idle keep-alive connection is kept; near the connection cap idle ones are closed first")
+	e.Bool(&c.Filter, "webhook-filter", "BOARDREADYOPS_WEBHOOK_FILTER", true,
+		"answer deliveries that can never matter (branch pushes, workflow runs not dispatched, unused actions) 202 without storing them")
 	e.Bool(&c.GroupCommit, "group-commit", "BOARDREADYOPS_INGEST_GROUP_COMMIT", true,
 		"commit concurrent deliveries in one transaction (each is still answered only after it committed)")
 }
@@ -158,6 +162,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 		MinBodyRate:  int64(c.MinBodyRateKiB) << 10,
 		ReadTimeout:  c.ReadTimeout,
 		ContentType:  c.contentType,
+		KeepUnused:   !c.Filter,
 		OnAccepted:   wake.Signal,
 	})
 	mux := http.NewServeMux()

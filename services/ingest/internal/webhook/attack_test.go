@@ -79,8 +79,9 @@ func TestContentTypeSwapStoresNothing(t *testing.T) {
 			}
 		})
 	}
-	// The genuine delivery, as configured, is the branch push it is.
-	e := setup(t)
+	// The genuine delivery, as configured, is the branch push it is (stored with the filter off;
+	// with it on, a branch push is filtered).
+	e := setupWith(t, func(_ *env, o *webhook.Options) { o.KeepUnused = true })
 	if status, _, _ := e.send(t, req{event: "push", body: body}); status != http.StatusAccepted {
 		t.Fatalf("genuine delivery: %d", status)
 	}

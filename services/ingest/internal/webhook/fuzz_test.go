@@ -20,7 +20,7 @@ import (
 // a body whose signature does not verify, nor one in another encoding than the configured one
 // (a form only as exactly one payload field), nor a delivery id outside GitHub's set; an accepted
 // document is valid JSON, bounded, storable (no NUL, valid UTF-8) and of the named event's shape,
-// with full names in GitHub's owner/name set. The corpus in testdata/fuzz/FuzzParse (every handled
+// with full names in GitHub's owner/name set, and filtered for a listed reason of that document. The corpus in testdata/fuzz/FuzzParse (every handled
 // event and action, and the attacks of docs/security.md) runs as plain tests under `go test`.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"zen":"x","hook_id":1,"hook":{"app_id":1}}`), "", "ping", "application/json", true, "d-1", false)
@@ -91,6 +91,10 @@ func FuzzParse(f *testing.F) {
 			eventdoc.EventWorkflowRun:              doc.WorkflowRun != nil && doc.Repository != nil && doc.Action != "",
 			eventdoc.EventPing:                     doc.Ping != nil && doc.Ping.HookID > 0,
 		}
+		// The filter decides on the stored document alone, with a reason from its closed set.
+		if reason, filtered := eventdoc.Filter(&doc); reason != d.Filtered || (filtered && !knownFilterRule(event, reason)) {
+			t.Fatalf("filter reason %q of the delivery, %q of its document (%v)", d.Filtered, reason, filtered)
+		}
 		if !shaped[event] {
 			t.Fatalf("accepted a %s document without its event's fields: %s", event, d.Document)
 		}
@@ -109,4 +113,13 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func knownFilterRule(event, reason string) bool {
+	for _, r := range eventdoc.FilterRules {
+		if r.Event == event && r.Reason == reason {
+			return true
+		}
+	}
+	return false
 }

@@ -59,6 +59,9 @@ type Options struct {
 	ReadTimeout time.Duration
 	// ContentType is the one payload encoding accepted (the GitHub App's setting); zero means JSON.
 	ContentType ContentType
+	// KeepUnused turns the delivery filter off: deliveries eventdoc.Filter drops are stored like
+	// any other (for comparison runs, or if a rule ever proves wrong).
+	KeepUnused bool
 	// OnAccepted, when set, is called after a new delivery was committed (to wake lifecycle).
 	OnAccepted func()
 }
@@ -153,6 +156,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	span.SetAttributes(attribute.String("github.delivery_id", d.ID), attribute.String("github.event", d.Event))
 	span.SetAttributes(attribute.String("github.action", d.Action), attribute.Int64("github.installation_id", d.InstallationID),
 		attribute.Int64("github.repository_id", d.RepositoryID))
+
+	if d.Filtered != "" && !h.opts.KeepUnused {
+		// Nothing is written, not even the body digest: a filtered body is filtered again under
+		// any delivery id, and the per-event shapes keep it from passing as another event, so a
+		// replay of it can never be stored either.
+		h.opts.Metrics.filtered.WithLabelValues(d.Event, d.Filtered).Inc()
+		span.SetAttributes(attribute.String("boardreadyops.filter_reason", d.Filtered))
+		finish(http.StatusAccepted, ResultFiltered, response{Status: ResultFiltered, DeliveryID: d.ID})
+		return
+	}
 
 	sctx, cancel := context.WithTimeout(ctx, h.opts.StoreTimeout)
 	defer cancel()

@@ -16,6 +16,7 @@ type Metrics struct {
 	deliveries *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	inFlight   prometheus.Gauge
+	filtered   *prometheus.CounterVec
 }
 
 // EventOther is the event label of every event that is not handled.
@@ -24,7 +25,7 @@ const EventOther = "other"
 // NewMetrics registers ingest's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		deliveries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "boardreadyops_ingest_deliveries_total",
 			Help: "Webhook deliveries received, by event (handled events, else \"other\") and result.",
@@ -38,7 +39,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "boardreadyops_ingest_requests_in_flight",
 			Help: "Webhook requests being handled now.",
 		}),
+		filtered: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "boardreadyops_webhook_deliveries_filtered_total",
+			Help: "Verified deliveries answered 202 and not stored because they can never matter, by event and reason (docs/webhooks.md).",
+		}, []string{"event", "reason"}),
 	}
+	// Every series exists from the start, so rate() and alerts see a 0 rather than nothing.
+	for _, r := range eventdoc.FilterRules {
+		m.filtered.WithLabelValues(r.Event, r.Reason)
+	}
+	return m
 }
 
 func (m *Metrics) observe(ctx context.Context, event, result string, seconds float64) {

@@ -9,7 +9,7 @@ import (
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 
-// Every ingest metric is named boardreadyops_ingest_*, has help, and carries labels from closed
+// Every ingest metric is named boardreadyops_ingest_* (or is the agreed filter counter), has help, and carries labels from closed
 // sets only — never a delivery, installation or repository id.
 func TestMetricLabelsAreClosedSets(t *testing.T) {
 	t.Parallel()
@@ -23,19 +23,26 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 	for _, ev := range eventdoc.HandledEvents {
 		events[ev] = true
 	}
+	e.send(t, req{event: "push", body: fixture(t, "push.branch")})
 	results := map[string]bool{}
-	for _, r := range []string{webhook.ResultAccepted, webhook.ResultDuplicate, webhook.ResultIgnored, webhook.ResultRejectedSignature,
+	for _, r := range []string{webhook.ResultAccepted, webhook.ResultDuplicate, webhook.ResultIgnored, webhook.ResultFiltered, webhook.ResultRejectedSignature,
 		webhook.ResultRejectedHeaders, webhook.ResultRejectedContentType, webhook.ResultRejectedPayload, webhook.ResultRejectedTooLarge,
 		webhook.ResultRejectedMethod, webhook.ResultOverloaded, webhook.ResultUnavailable} {
 		results[r] = true
 	}
-	allowed := map[string]map[string]bool{"event": events, "result": results}
+	reasons := map[string]bool{}
+	for _, r := range eventdoc.FilterRules {
+		reasons[r.Reason] = true
+	}
+	allowed := map[string]map[string]bool{"event": events, "result": results, "reason": reasons}
 	mfs, err := e.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "boardreadyops_ingest_") || mf.GetHelp() == "" {
+		// The filter counter's name was agreed across services (boardreadyops_webhook_*).
+		named := strings.HasPrefix(mf.GetName(), "boardreadyops_ingest_") || mf.GetName() == "boardreadyops_webhook_deliveries_filtered_total"
+		if !named || mf.GetHelp() == "" {
 			t.Errorf("metric %s: bad name or no help", mf.GetName())
 		}
 		for _, m := range mf.GetMetric() {

@@ -30,6 +30,10 @@ type Delivery struct {
 	// Ignored is set for a verified delivery of an event the control plane does not handle:
 	// acknowledged, not stored.
 	Ignored bool
+	// Filtered is the eventdoc.Filter reason of a handled delivery that can never matter (a
+	// branch push, a workflow run the product did not dispatch, …); empty when it matters. The
+	// handler drops it unless the filter is off.
+	Filtered string
 }
 
 // Rejection is why a request was refused: the HTTP status, a closed-set reason for metrics and a
@@ -48,6 +52,7 @@ const (
 	ResultDuplicate           = "duplicate"
 	ResultReplayed            = "replayed"
 	ResultIgnored             = "ignored"
+	ResultFiltered            = "filtered"
 	ResultRejectedSignature   = "rejected_signature"
 	ResultRejectedHeaders     = "rejected_headers"
 	ResultRejectedContentType = "rejected_content_type"
@@ -117,6 +122,7 @@ func Parse(h http.Header, body []byte, secrets [][]byte, want ContentType) (Deli
 		return Delivery{}, &Rejection{http.StatusBadRequest, ResultRejectedPayload, err.Error()}
 	}
 	d.Action = doc.Action
+	d.Filtered, _ = eventdoc.Filter(&doc)
 	d.InstallationID = doc.InstallationID
 	if doc.Repository != nil {
 		d.RepositoryID = doc.Repository.ID

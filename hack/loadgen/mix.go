@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// delivery is one kind of webhook a load sends: its event header and a body template holding
+// deliveryMark once (replaced by the delivery id, so every body is new).
+type delivery struct {
+	event string
+	body  []byte
+}
+
+// Mixes of deliveries, sent in turn (each sender walks the list from its own offset).
+//
+// "release-tags" is the original ingest benchmark: release-tag pushes only, all stored.
+//
+// "organisation" is a busy organisation's traffic for one release, as GitHub sends it to an App
+// installed on all repositories (docs/performance.md, "Delivery filter", states the assumptions):
+// 10 branch pushes, each running 2 CI workflows (requested, in_progress, completed: 60
+// workflow_run webhooks); the release itself: 1 tag push, its dispatched workflow run's 3
+// webhooks and GitHub's echo of the product's own check run (created, completed). 76 deliveries
+// of which 2 can matter: the tag push and the dispatched run's completion.
+var mixes = map[string]func() []delivery{
+	"release-tags": func() []delivery { return []delivery{{"push", pushBody()}} },
+	"organisation": organisationMix,
+}
+
+func mixNames() string {
+	return "release-tags, organisation"
+}
+
+func organisationMix() []delivery {
+	var out []delivery
+	for p := 0; p < 10; p++ {
+		out = append(out, delivery{"push", pushOf("refs/heads/feature-"+fmt.Sprint(p), false)})
+		for w := 0; w < 2; w++ {
+			for _, action := range []string{"requested", "in_progress", "completed"} {
+				out = append(out, delivery{"workflow_run", workflowRunOf(action, "push", fmt.Sprintf("ci-%d.yml", w))})
+			}
+		}
+	}
+	out = append(out, delivery{"push", pushBody()})
+	for _, action := range []string{"requested", "in_progress", "completed"} {
+		out = append(out, delivery{"workflow_run", workflowRunOf(action, "workflow_dispatch", "boardreadyops-release.yml")})
+	}
+	// GitHub's echo of the product's own check run.
+	out = append(out, delivery{"check_run", checkRunOf("created")}, delivery{"check_run", checkRunOf("completed")})
+	return out
+}
+
+// loadRepository is the repository every mixed delivery comes from, shaped like GitHub's.
+var loadRepository = map[string]any{"id": 1296269, "name": "hello-world", "full_name": "octo-org/hello-world",
+	"private": false, "default_branch": "main", "archived": false, "description": strings.Repeat("release tooling ", 40),
+	"owner": map[string]any{"login": "octo-org", "id": 6811672, "type": "Organization"}}
+
+var loadSender = map[string]any{"login": "octocat", "id": 583231, "type": "User"}
+
+func pushOf(ref string, created bool) []byte {
+	b, _ := json.Marshal(map[string]any{
+		"ref": ref, "before": strings.Repeat("1", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"created": created, "deleted": false, "forced": false, "base_ref": nil,
+		"installation": map[string]any{"id": 55501}, "repository": loadRepository, "sender": loadSender,
+		"head_commit": map[string]any{"id": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "message": deliveryMark + " " + strings.Repeat("Change line. ", 60)},
+		"commits":     []any{},
+	})
+	return b
+}
+
+func workflowRunOf(action, trigger, file string) []byte {
+	status := map[string]string{"requested": "queued", "in_progress": "in_progress", "completed": "completed"}[action]
+	run := map[string]any{"id": 30433642, "run_attempt": 1, "status": status, "event": trigger,
+		"path": ".github/workflows/" + file, "head_sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "head_branch": "main",
+		"name": file, "display_title": deliveryMark, "html_url": "https://github.com/octo-org/hello-world/actions/runs/30433642",
+		"actor": loadSender, "head_commit": map[string]any{"message": strings.Repeat("Change line. ", 40)}}
+	if action == "completed" {
+		run["conclusion"] = "success"
+	}
+	b, _ := json.Marshal(map[string]any{"action": action, "workflow_run": run, "workflow": map[string]any{"id": 161335, "path": run["path"]},
+		"installation": map[string]any{"id": 55501}, "repository": loadRepository, "sender": loadSender})
+	return b
+}
+
+func checkRunOf(action string) []byte {
+	b, _ := json.Marshal(map[string]any{"action": action, "check_run": map[string]any{
+		"id": 4, "head_sha": "6dcb09b5b57875f334f61aebed695e2e4193db5e", "external_id": "3f0c5b8e-2a1d-4e6f-9b7a-1c2d3e4f5a6b",
+		"name": "BoardReadyOps release", "status": "completed", "conclusion": "success", "app": map[string]any{"id": 1},
+		"output": map[string]any{"title": "Release success", "summary": deliveryMark}},
+		"installation": map[string]any{"id": 55501}, "repository": loadRepository, "sender": loadSender})
+	return b
+}
