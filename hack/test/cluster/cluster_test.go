@@ -95,6 +95,7 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("cluster up: %v", err)
 	}
 	step("cluster up, node Ready")
+	dumpPodLogsOnFailure(t, c)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		out, err := c.Kubectl(ctx, args...)
@@ -110,6 +111,7 @@ func TestCluster(t *testing.T) {
 
 	// PostgreSQL, the login users and the Secrets, as the chart README instructs.
 	pg := startPostgres(t, ctx, bridge)
+	dumpQueuesOnFailure(t, pg)
 	step("PostgreSQL on %s:%d", bridge, pg.cluster.Port())
 	key, pub, err := githubsim.NewAppKey()
 	if err != nil {
