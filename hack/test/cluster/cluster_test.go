@@ -95,7 +95,6 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("cluster up: %v", err)
 	}
 	step("cluster up, node Ready")
-	dumpPodLogsOnFailure(t, c)
 	kubectl := func(args ...string) string {
 		t.Helper()
 		out, err := c.Kubectl(ctx, args...)
@@ -112,6 +111,7 @@ func TestCluster(t *testing.T) {
 	// PostgreSQL, the login users and the Secrets, as the chart README instructs.
 	pg := startPostgres(t, ctx, bridge)
 	dumpQueuesOnFailure(t, pg)
+	dumpPodLogsOnFailure(t, c) // before PostgreSQL stops, so the logs end with the failure
 	step("PostgreSQL on %s:%d", bridge, pg.cluster.Port())
 	key, pub, err := githubsim.NewAppKey()
 	if err != nil {

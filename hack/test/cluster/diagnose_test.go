@@ -20,8 +20,9 @@ import (
 const logTail = 60
 
 // dumpPodLogsOnFailure registers a cleanup that, when the test has failed, prints the pods'
-// state and the tail of every container's log in the test namespace. Register it after the
-// cluster is up, so that it runs before the cluster goes down.
+// state and the tail of every container's log in the test namespace. Register it after
+// PostgreSQL is started: it then runs before PostgreSQL and the cluster stop, and the tails show
+// the failure rather than the shutdown.
 func dumpPodLogsOnFailure(t *testing.T, c node.Config) {
 	t.Helper()
 	t.Cleanup(func() {
