@@ -27,26 +27,9 @@ func bootstrapSQL(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(doc), "\n### Bootstrap\n")
-	if !ok {
-		t.Fatal(`docs/operations.md has no "### Bootstrap" section`)
-	}
-	_, block, ok := strings.Cut(after, "```sql\n")
-	if !ok {
-		t.Fatal("no sql block in the bootstrap section")
-	}
-	block, _, _ = strings.Cut(block, "```")
-	var stmts []string
-	for _, s := range strings.Split(block, ";") {
-		var lines []string
-		for _, l := range strings.Split(s, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
-				lines = append(lines, l)
-			}
-		}
-		if len(lines) > 0 {
-			stmts = append(stmts, strings.Join(lines, " "))
-		}
+	stmts, err := pgtest.DocSQL(doc, "### Bootstrap")
+	if err != nil {
+		t.Fatalf("docs/operations.md: %v", err)
 	}
 	return stmts
 }
