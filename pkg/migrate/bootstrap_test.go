@@ -2,18 +2,11 @@ package migrate_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/migrate"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
@@ -27,26 +20,9 @@ func bootstrapSQL(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := strings.Cut(string(doc), "\n### Bootstrap\n")
-	if !ok {
-		t.Fatal(`docs/operations.md has no "### Bootstrap" section`)
-	}
-	_, block, ok := strings.Cut(after, "```sql\n")
-	if !ok {
-		t.Fatal("no sql block in the bootstrap section")
-	}
-	block, _, _ = strings.Cut(block, "```")
-	var stmts []string
-	for _, s := range strings.Split(block, ";") {
-		var lines []string
-		for _, l := range strings.Split(s, "\n") {
-			if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "--") {
-				lines = append(lines, l)
-			}
-		}
-		if len(lines) > 0 {
-			stmts = append(stmts, strings.Join(lines, " "))
-		}
+	stmts, err := pgtest.DocSQL(doc, "### Bootstrap")
+	if err != nil {
+		t.Fatalf("docs/operations.md: %v", err)
 	}
 	return stmts
 }
@@ -58,64 +34,9 @@ func bootstrapSQL(t *testing.T) []string {
 func TestDocumentedBootstrap(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	adminURL := pgtest.NewEmptyURL(t) // a superuser connection to create the roles and database from
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		t.Fatal(err)
-	}
-	suffix := hex.EncodeToString(b[:])
-	database := "brboot_" + suffix
-	admin, err := pgx.Connect(ctx, adminURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close(ctx)
-
-	login := regexp.MustCompile(`\bbr_([a-z]+)\b`)
-	var logins []string
-	for _, stmt := range bootstrapSQL(t) {
-		stmt = login.ReplaceAllStringFunc(stmt, func(s string) string {
-			name := s + "_" + suffix
-			logins = append(logins, name)
-			return name
-		})
-		stmt = strings.ReplaceAll(stmt, "PASSWORD '…'", "PASSWORD 'generated-"+suffix+"'")
-		stmt = strings.Replace(stmt, "CREATE DATABASE boardreadyops ", "CREATE DATABASE "+database+" ", 1)
-		_, err := admin.Exec(ctx, stmt)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42710" && strings.HasPrefix(stmt, "CREATE ROLE boardreadyops_") {
-			continue // a group role of this server's other test databases
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", stmt, err)
-		}
-	}
-	t.Cleanup(func() {
-		ctx := context.Background()
-		admin, err := pgx.Connect(ctx, adminURL)
-		if err != nil {
-			t.Errorf("cleanup: %v", err)
-			return
-		}
-		defer admin.Close(ctx)
-		if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+database+" WITH (FORCE)"); err != nil {
-			t.Errorf("drop database: %v", err)
-		}
-		for _, l := range logins {
-			if _, err := admin.Exec(ctx, "DROP ROLE IF EXISTS "+l); err != nil {
-				t.Errorf("drop %s: %v", l, err)
-			}
-		}
-	})
-	urlFor := func(user string) string {
-		u, err := url.Parse(adminURL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.User = url.UserPassword(user+"_"+suffix, "generated-"+suffix)
-		u.Path = "/" + database
-		return u.String()
-	}
+	db := pgtest.NewDocDatabase(t, bootstrapSQL(t))
+	suffix := db.Suffix
+	urlFor := func(user string) string { return db.URL(t, user) }
 
 	r, err := migrate.Open(urlFor("br_migrate"), nil)
 	if err != nil {

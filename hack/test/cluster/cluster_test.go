@@ -110,6 +110,8 @@ func TestCluster(t *testing.T) {
 
 	// PostgreSQL, the login users and the Secrets, as the chart README instructs.
 	pg := startPostgres(t, ctx, bridge)
+	dumpQueuesOnFailure(t, pg)
+	dumpPodLogsOnFailure(t, c) // before PostgreSQL stops, so the logs end with the failure
 	step("PostgreSQL on %s:%d", bridge, pg.cluster.Port())
 	key, pub, err := githubsim.NewAppKey()
 	if err != nil {
@@ -122,9 +124,9 @@ func TestCluster(t *testing.T) {
 	kubectl("create", "namespace", namespace)
 	kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted", "pod-security.kubernetes.io/warn=restricted")
 	kubectl("-n", namespace, "create", "secret", "generic", "boardreadyops-database",
-		"--from-literal=migrate-url="+pg.url("boardreadyops_owner"), "--from-literal=ingest-url="+pg.url("br_ingest"),
+		"--from-literal=migrate-url="+pg.url("br_migrate"), "--from-literal=ingest-url="+pg.url("br_ingest"),
 		"--from-literal=lifecycle-url="+pg.url("br_lifecycle"), "--from-literal=dispatcher-url="+pg.url("br_dispatcher"),
-		"--from-literal=admin-url="+pg.url("br_admin"))
+		"--from-literal=redeliver-url="+pg.url("br_redeliver"))
 	kubectl("-n", namespace, "create", "secret", "generic", "boardreadyops-github-app", "--from-file=private-key.pem="+filepath.Join(secrets, "app.pem"))
 	kubectl("-n", namespace, "create", "secret", "generic", "boardreadyops-webhook", "--from-file=webhook-secrets="+filepath.Join(secrets, "secrets.txt"))
 

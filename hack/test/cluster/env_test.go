@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/boardreadyops/cloud/hack/cluster/node"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgcluster"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/schema"
 )
 
@@ -140,33 +142,33 @@ func startPostgres(t *testing.T, ctx context.Context, bridge string) *postgres {
 		}
 	})
 	p := &postgres{cluster: c, host: bridge, password: map[string]string{}}
-	// As docs/operations.md and the chart README say: the schema owner with CREATEROLE, its
-	// database, the group roles (created here, before the migration, so that the login users
-	// can be granted them; the migration leaves existing roles as they are), one login per
-	// service.
+	// The chart README's block, as written, with a generated password for each login.
 	super, err := pgx.Connect(ctx, c.URL("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer super.Close(ctx)
-	stmts := []string{}
-	for _, u := range []string{"boardreadyops_owner", "br_ingest", "br_lifecycle", "br_dispatcher", "br_admin"} {
-		p.password[u] = randomHex(16)
+	doc, err := os.ReadFile(filepath.Join(repo, "charts", "boardreadyops", "README.md"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	stmts = append(stmts,
-		fmt.Sprintf("CREATE ROLE boardreadyops_owner LOGIN PASSWORD '%s' CREATEROLE", p.password["boardreadyops_owner"]),
-		"CREATE DATABASE boardreadyops OWNER boardreadyops_owner")
-	for _, g := range []string{"ingest", "lifecycle", "dispatcher", "operator", "admin"} {
-		stmts = append(stmts, "CREATE ROLE boardreadyops_"+g+" NOLOGIN")
+	stmts, err := pgtest.DocSQL(doc, "## Before installing")
+	if err != nil {
+		t.Fatalf("chart README: %v", err)
 	}
-	for _, u := range []struct{ login, group string }{
-		{"br_ingest", "ingest"}, {"br_lifecycle", "lifecycle"}, {"br_dispatcher", "dispatcher"}, {"br_admin", "admin"},
-	} {
-		stmts = append(stmts, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD '%s' IN ROLE boardreadyops_%s", u.login, p.password[u.login], u.group))
-	}
+	login := regexp.MustCompile(`^CREATE ROLE (br_[a-z]+) LOGIN PASSWORD '…'`)
 	for _, s := range stmts {
+		if m := login.FindStringSubmatch(s); m != nil {
+			p.password[m[1]] = randomHex(16)
+			s = strings.Replace(s, "'…'", "'"+p.password[m[1]]+"'", 1)
+		}
 		if _, err := super.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", strings.SplitN(s, " PASSWORD", 2)[0], err)
+			t.Fatalf("chart README: %s: %v", strings.SplitN(s, " PASSWORD", 2)[0], err)
+		}
+	}
+	for _, u := range []string{"br_migrate", "br_ingest", "br_lifecycle", "br_dispatcher", "br_redeliver"} {
+		if p.password[u] == "" {
+			t.Fatalf("the chart README's block creates no login %s", u)
 		}
 	}
 	if p.admin, err = pgxpool.New(ctx, c.URL("boardreadyops")); err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,18 +37,6 @@ func newSender(url string, secret []byte) *sender {
 		Timeout:   15 * time.Second,
 		Transport: &http.Transport{DisableKeepAlives: true},
 	}}
-}
-
-const repos = 4
-
-func pushPayload(n int64) map[string]any {
-	r := n % repos
-	return map[string]any{
-		"ref": fmt.Sprintf("refs/tags/v1.%d.0", n), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
-		"created": true, "deleted": false, "installation": map[string]any{"id": 5000 + r%2},
-		"repository": map[string]any{"id": 9000 + r, "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
-			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}},
-	}
 }
 
 // send delivers one push; it reports whether ingest accepted it (2xx).

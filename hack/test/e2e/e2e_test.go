@@ -44,7 +44,7 @@ func build(t *testing.T, dir string) {
 
 // startProduct starts ingest, lifecycle and outbox-dispatcher from dir with the common
 // environment and waits until each is ready.
-func startProduct(t *testing.T, dir string, common []string, ingestAddr, secretFile, githubURL, keyFile string) []*proctest.Process {
+func startProduct(t *testing.T, dir string, common []string, ingestAddr, secretFile, githubURL, keyFile string, databaseURLs ...map[string]string) []*proctest.Process {
 	t.Helper()
 	own := map[string][]string{
 		"ingest":            {"LISTEN_ADDR=" + ingestAddr, "BOARDREADYOPS_WEBHOOK_SECRET_FILE=" + secretFile},
@@ -55,6 +55,11 @@ func startProduct(t *testing.T, dir string, common []string, ingestAddr, secretF
 	for _, name := range []string{"ingest", "lifecycle", "outbox-dispatcher"} {
 		addr := proctest.FreeAddr(t)
 		env := append(append(append([]string{}, common...), own[name]...), "METRICS_ADDR="+addr)
+		for _, urls := range databaseURLs {
+			if u, ok := urls[name]; ok {
+				env = append(env, "DATABASE_URL="+u) // the last value of a key wins
+			}
+		}
 		p := &proctest.Process{Name: name, Bin: filepath.Join(dir, name), Env: env, MetricsAddr: addr}
 		p.Start(t)
 		procs = append(procs, p)
@@ -75,10 +80,16 @@ func stop(t *testing.T, p *proctest.Process) {
 
 func TestReleasesEndToEnd(t *testing.T) {
 	t.Parallel()
+	releasesEndToEnd(t, pgtest.NewURL(t), nil)
+}
+
+// releasesEndToEnd runs the release loop on the migrated database at dbURL (a superuser URL,
+// for the assertions); each service connects with logins[service] when given, else with dbURL.
+func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	build(t, dir)
-	dbURL := pgtest.NewURL(t)
 	pool, err := pxpool(ctx, dbURL)
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +119,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 	defer gh.Close()
 
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
-	procs := startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile)
+	procs := startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile, logins)
 
 	send := func(event string, payload any) {
 		t.Helper()
