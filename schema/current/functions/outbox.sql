@@ -16,7 +16,7 @@ BEGIN
     END IF;
     SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
-    IF run.status <> 'dispatching' OR att.status <> 'dispatching' OR att.number <> run.current_attempt
+    IF run.status NOT IN ('dispatching', 'blocked') OR att.status <> 'dispatching' OR att.number <> run.current_attempt
        OR att.workflow_run_id IS NOT NULL THEN
         RAISE EXCEPTION 'release run % attempt % cannot advance to running', run.id, att.number
             USING ERRCODE = 'BR005',
@@ -31,6 +31,10 @@ BEGIN
     SET status = 'running', workflow_run_id = p_workflow_run_id, dispatched_at = p_now, updated_at = p_now
     WHERE id = att.id;
     UPDATE public.release_runs SET status = 'running', updated_at = p_now WHERE id = run.id;
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_attempt, started_at, updated_at)
+    VALUES (att.id, 1, p_now, p_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE SET started_at = coalesce(w.started_at, p_now), updated_at = p_now;
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'running', NULL, r.traceparent, p_now);
 END;
 $$;
 
@@ -365,6 +369,7 @@ BEGIN
     SET status = 'dead_letter', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
+    PERFORM public.boardreadyops_release_run_block(p_id, v_now);
 END;
 $$;
 
@@ -675,6 +680,30 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_install
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_record_workflow_run(bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+BEGIN
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
+    IF p_workflow_run_url IS NULL OR p_workflow_run_url !~ '^https?://' OR length(p_workflow_run_url) > 1024 THEN
+        RETURN; -- nothing usable to link to
+    END IF;
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, updated_at)
+    VALUES (r.execution_attempt_id, p_workflow_run_url, 1, v_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE SET workflow_run_url = EXCLUDED.workflow_run_url, updated_at = v_now;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_recover_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, effect_type text, previous_owner text, status text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -682,11 +711,12 @@ CREATE FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with 
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    rec record;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'recovery limit must be between 1 and 10000, got %', p_limit USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY
+    FOR rec IN
     WITH expired AS (
         SELECT o.id, o.lease_owner,
                CASE
@@ -717,7 +747,14 @@ BEGIN
         updated_at = v_now
     FROM expired e
     WHERE o.id = e.id
-    RETURNING o.id, o.effect_type, e.lease_owner, o.status;
+    RETURNING o.id, o.effect_type, e.lease_owner AS previous_owner, o.status
+    LOOP
+        IF rec.status IN ('dead_letter', 'reconciliation_required') THEN
+            PERFORM public.boardreadyops_release_run_block(rec.id, v_now);
+        END IF;
+        id := rec.id; effect_type := rec.effect_type; previous_owner := rec.previous_owner; status := rec.status;
+        RETURN NEXT;
+    END LOOP;
 END;
 $$;
 
@@ -827,6 +864,7 @@ BEGIN
     SET status = 'available', available_at = v_now, attempts = 0, delivery_started_at = NULL, updated_at = v_now
     WHERE public.control_plane_outbox.id = p_id
     RETURNING * INTO r;
+    PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN r;
 END;
@@ -857,6 +895,7 @@ BEGIN
     SET status = 'reconciliation_required', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
+    PERFORM public.boardreadyops_release_run_block(p_id, v_now);
 END;
 $$;
 
@@ -905,6 +944,7 @@ BEGIN
                 jsonb_build_object('workflow_run_id', p_workflow_run_id, 'delivery_started_at', r.delivery_started_at,
                                    'last_error', r.last_error),
                 r.status, 'completed');
+        PERFORM public.boardreadyops_execution_attempt_rematch(r.execution_attempt_id, p_workflow_run_id, r.delivery_started_at, v_now);
         RETURN NULL;
     END IF;
 
@@ -929,6 +969,7 @@ BEGIN
             jsonb_build_object('superseded_by', v_new_id, 'delivery_started_at', r.delivery_started_at,
                                'last_error', r.last_error),
             r.status, 'completed');
+    PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN v_new_id;
 END;
@@ -953,6 +994,18 @@ BEGIN
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     v_status := CASE WHEN r.attempts >= r.max_attempts THEN 'dead_letter' ELSE 'available' END;
+    -- A check-run update that a newer one replaced is not sent again: it would undo the newer.
+    IF r.effect_type = 'github.check_run.complete' AND EXISTS (
+        SELECT 1 FROM public.control_plane_outbox o
+        WHERE o.release_run_id = r.release_run_id AND o.effect_type = 'github.check_run.complete' AND o.id > r.id) THEN
+        UPDATE public.control_plane_outbox o
+        SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
+            superseded_by = (SELECT max(n.id) FROM public.control_plane_outbox n
+                             WHERE n.release_run_id = r.release_run_id AND n.effect_type = 'github.check_run.complete'),
+            result = jsonb_build_object('resolution', 'superseded'), last_error = left(p_error, 4096), updated_at = v_now
+        WHERE o.id = p_id;
+        RETURN 'completed';
+    END IF;
     UPDATE public.control_plane_outbox
     SET status = v_status,
         available_at = CASE WHEN v_status = 'available' THEN greatest(coalesce(p_retry_at, v_now), v_now) ELSE available_at END,
@@ -962,6 +1015,9 @@ BEGIN
                                ELSE p_error END, 4096),
         updated_at = v_now
     WHERE id = p_id;
+    IF v_status = 'dead_letter' THEN
+        PERFORM public.boardreadyops_release_run_block(p_id, v_now);
+    END IF;
     RETURN v_status;
 END;
 $$;
@@ -1067,7 +1123,7 @@ BEGIN
             || coalesce(':' || p_execution_attempt_id::text, '')
             || CASE WHEN p_generation > 0 THEN ':g' || p_generation::text ELSE '' END) IS NOT FALSE
         AND ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) IS NOT FALSE
-        AND (p_generation = 0 OR p_effect_type = 'github.workflow.dispatch') IS NOT FALSE
+        AND (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete')) IS NOT FALSE
         AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
             AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
         AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE
@@ -1118,7 +1174,7 @@ BEGIN
     IF NOT ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_attempt_check');
     END IF;
-    IF NOT (p_generation = 0 OR p_effect_type = 'github.workflow.dispatch') THEN
+    IF NOT (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete')) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_generation_effect_check');
     END IF;
     IF NOT ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
