@@ -150,7 +150,7 @@ func TestReleasesEndToEnd(t *testing.T) {
 	// The jobs too: a workflow_run delivery that arrived before its dispatch was recorded is
 	// deferred, and may still wait for its retry after the run it belongs to succeeded.
 	for count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`) < runs ||
-		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 3*runs ||
+		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 4*runs ||
 		count(`SELECT count(*) FROM control_plane_jobs WHERE status <> 'completed'`) > 0 {
 		if time.Now().After(deadline) {
 			for _, p := range procs {
