@@ -103,11 +103,11 @@ func Render(s State) Output {
 	switch s.State {
 	case StateDispatching:
 		o.Title = fmt.Sprintf("Release %s: starting", tag)
-		lead = fmt.Sprintf("BoardReadyOps is dispatching the release workflow `%s`.", s.WorkflowFile)
+		lead = fmt.Sprintf("BoardReadyOps is dispatching %s.", workflow(s))
 		waiting = "GitHub to accept the workflow dispatch."
 	case StateRetrying:
 		o.Title = fmt.Sprintf("Release %s: retrying", tag)
-		lead = fmt.Sprintf("BoardReadyOps is dispatching the release workflow `%s` again.", s.WorkflowFile)
+		lead = fmt.Sprintf("BoardReadyOps is dispatching %s again.", workflow(s))
 		waiting = "GitHub to accept the workflow dispatch."
 	case StateRunning:
 		o.Title = fmt.Sprintf("Release %s: running", tag)
@@ -167,6 +167,13 @@ func Render(s State) Output {
 	o.Summary = Truncate(strings.TrimRight(b.String(), "\n"))
 	o.Text = Truncate(history(s))
 	return o
+}
+
+func workflow(s State) string {
+	if s.WorkflowFile == "" {
+		return "the release workflow"
+	}
+	return fmt.Sprintf("the release workflow `%s`", s.WorkflowFile)
 }
 
 func runLink(s State) string {
