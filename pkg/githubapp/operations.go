@@ -18,6 +18,7 @@ const (
 	OpUpdateCheckRun   = "update_check_run"
 	OpDispatchWorkflow = "dispatch_workflow"
 	OpListWorkflowRuns = "list_workflow_runs"
+	OpGetWorkflowRun   = "get_workflow_run"
 	OpListDeliveries   = "list_deliveries"
 	OpRedeliver        = "redeliver"
 )
@@ -249,6 +250,28 @@ type WorkflowRun struct {
 	HeadBranch   string    `json:"head_branch"`
 	CreatedAt    time.Time `json:"created_at"`
 	HTMLURL      string    `json:"html_url"`
+	RunAttempt   int       `json:"run_attempt,omitempty"`
+}
+
+// GetWorkflowRun reads one workflow run (read-only; replay-safe).
+func (c *Client) GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (WorkflowRun, error) {
+	owner, repo, err := splitRepo(repository)
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	var r *github.WorkflowRun
+	err = c.call(ctx, OpGetWorkflowRun, installationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		var resp *github.Response
+		var err error
+		r, resp, err = gh.Actions.GetWorkflowRunByID(ctx, owner, repo, id)
+		return resp, err
+	})
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	return WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
+		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
+		HTMLURL: r.GetHTMLURL(), RunAttempt: r.GetRunAttempt()}, nil
 }
 
 // ListWorkflowRuns lists (read-only) the workflow's runs of event created at or after since,

@@ -60,6 +60,21 @@ func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, wo
 		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
 }
 
+// QueueCompleteWorkflowRunRead queues CompleteWorkflowRunRead.
+func (s *Store) QueueCompleteWorkflowRunRead(b *groupcommit.Batch, id int64, worker string, r WorkflowRunRead, done func(outcome string, err error)) {
+	b.Queue(`SELECT boardreadyops_outbox_complete_workflow_run_read($1, $2, $3, $4, $5, $6, $7)`,
+		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).QueryRow(func(row pgx.Row) error {
+		var outcome string
+		if err := row.Scan(&outcome); err != nil {
+			err = fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))
+			done("", err)
+			return err
+		}
+		done(outcome, nil)
+		return nil
+	})
+}
+
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.
 func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, worker string, done func(error)) {
 	if s.join(b, "boardreadyops_outbox_complete_check_run_complete_batch", worker, id, done) {

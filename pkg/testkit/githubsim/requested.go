@@ -138,3 +138,16 @@ func (s *Simulator) SetWorkflow(fullName, file string, wf Workflow) {
 		repo.workflows[file] = wf
 	}
 }
+
+// FinishWorkflowRun ends a run without sending its workflow_run webhook: the run finished while
+// BoardReadyOps was not listening.
+func (s *Simulator) FinishWorkflowRun(runID int64, conclusion string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	run := s.runs[runID]
+	if run == nil {
+		return fmt.Errorf("workflow run %d does not exist", runID)
+	}
+	run.Status, run.Conclusion, run.UpdatedAt = "completed", &conclusion, s.now().UTC().Truncate(time.Second)
+	return nil
+}

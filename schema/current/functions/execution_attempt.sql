@@ -135,6 +135,9 @@ BEGIN
     LIMIT 1
     FOR UPDATE OF j;
     IF NOT FOUND THEN
+        -- No completion stored: it finished while nothing listened, or has not finished. Ask
+        -- GitHub (the dispatcher reads; lifecycle never calls GitHub).
+        PERFORM public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id, v_now);
         RETURN NULL;
     END IF;
     UPDATE public.control_plane_jobs

@@ -19,6 +19,9 @@ func (NoopGitHub) DispatchWorkflowRun(context.Context, githubapp.Dispatch) (gith
 	return githubapp.DispatchedRun{}, nil
 }
 func (NoopGitHub) UpdateCheckRun(context.Context, githubapp.CheckRunUpdate) error { return nil }
+func (NoopGitHub) GetWorkflowRun(context.Context, int64, string, int64) (githubapp.WorkflowRun, error) {
+	return githubapp.WorkflowRun{}, nil
+}
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()

@@ -25,6 +25,7 @@ type GitHub interface {
 	FindOrCreateCheckRun(ctx context.Context, cr githubapp.CheckRun) (int64, bool, error)
 	DispatchWorkflowRun(ctx context.Context, d githubapp.Dispatch) (githubapp.DispatchedRun, error)
 	UpdateCheckRun(ctx context.Context, u githubapp.CheckRunUpdate) error
+	GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (githubapp.WorkflowRun, error)
 }
 
 // payload is the union of the three effect payloads (lifecycle and the SQL functions write them).
@@ -41,6 +42,7 @@ type payload struct {
 	ExternalID         string `json:"external_id"`
 	WorkflowFile       string `json:"workflow_file"`
 	CheckRunID         int64  `json:"check_run_id"`
+	WorkflowRunID      int64  `json:"workflow_run_id"`
 	Conclusion         string `json:"conclusion"`
 	Title              string `json:"title"`
 	Summary            string `json:"summary"`
@@ -131,6 +133,23 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
 		}))
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
+	case outbox.EffectWorkflowRunRead:
+		run, err := d.github.GetWorkflowRun(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowRunID)
+		if err != nil {
+			return d.failed(ctx, e, err, true)
+		}
+		var result string
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_run_read", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
+			d.store.QueueCompleteWorkflowRunRead(b, e.ID, d.cfg.WorkerID, outbox.WorkflowRunRead{Status: run.Status,
+				Conclusion: run.Conclusion, RunAttempt: run.RunAttempt, HTMLURL: run.HTMLURL}, func(outcome string, err error) {
+				result = outcome
+				report(err)
+			})
+		}))
+		if result == "finished" {
+			d.Wake() // the check-run update it enqueued is due now
+		}
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}
 	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
