@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/rsa"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -51,20 +52,7 @@ func newStack(t *testing.T, workflow githubsim.Workflow) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	key, pub, err := githubsim.NewAppKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secretBytes [24]byte
-	_, _ = rand.Read(secretBytes[:])
-	secret := []byte(hex.EncodeToString(secretBytes[:]))
-	keyFile, secretFile := filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	pub, secret, keyFile, secretFile := appCredentials(t, dir)
 	ingestAddr := proctest.FreeAddr(t)
 	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub,
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
@@ -77,7 +65,38 @@ func newStack(t *testing.T, workflow githubsim.Workflow) *stack {
 		"BOARDREADYOPS_WORKFLOW_RUN_MATCH_WINDOW=1m"}
 	s := &stack{t: t, ctx: ctx, pool: pool, sim: sim}
 	s.procs = startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile)
-	s.send = func(event string, payload any) {
+	s.send = webhookSender(t, secret, ingestAddr)
+	t.Cleanup(func() {
+		for _, p := range s.procs {
+			stop(t, p)
+		}
+	})
+	return s
+}
+
+// appCredentials generates the App's key and a webhook secret and writes both to files in dir.
+func appCredentials(t *testing.T, dir string) (pub *rsa.PublicKey, secret []byte, keyFile, secretFile string) {
+	t.Helper()
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secretBytes [24]byte
+	_, _ = rand.Read(secretBytes[:])
+	secret = []byte(hex.EncodeToString(secretBytes[:]))
+	keyFile, secretFile = filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pub, secret, keyFile, secretFile
+}
+
+// webhookSender posts signed deliveries to ingest and expects 202.
+func webhookSender(t *testing.T, secret []byte, ingestAddr string) func(event string, payload any) {
+	return func(event string, payload any) {
 		t.Helper()
 		body, _ := json.Marshal(payload)
 		var id [16]byte
@@ -96,12 +115,6 @@ func newStack(t *testing.T, workflow githubsim.Workflow) *stack {
 			t.Fatalf("%s webhook: %s", event, resp.Status)
 		}
 	}
-	t.Cleanup(func() {
-		for _, p := range s.procs {
-			stop(t, p)
-		}
-	})
-	return s
 }
 
 // pushTag sends the tag push and returns the release run id.
