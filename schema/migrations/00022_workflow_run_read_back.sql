@@ -15,6 +15,9 @@
 -- finishes the attempt (and the run, when current) as a workflow_run.completed webhook would, and
 -- updates the check run saying the conclusion was read back; a run not finished yet changes
 -- nothing (its completion webhook will come); an attempt finished meanwhile is left alone.
+-- Re-run of a finished run (boardreadyops_execution_attempt_start_next) also updates the check run
+-- to the new attempt ('dispatching') in the same transaction, instead of leaving the previous
+-- attempt's conclusion on it until the dispatch completes.
 -- New functions follow docs/operations.md, "Rules for a new function".
 
 -- +goose Up
@@ -256,6 +259,39 @@ $$;
 
 
 -- +goose StatementBegin
+CREATE OR REPLACE FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id uuid, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(attempt_id uuid, attempt_number integer, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    att public.execution_attempts;
+BEGIN
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'release run % does not exist', p_run_id USING ERRCODE = 'BR006';
+    END IF;
+    IF run.status NOT IN ('succeeded', 'failed', 'cancelled') OR run.check_run_id IS NULL THEN
+        RAISE EXCEPTION 'release run % is %, only a finished run is re-run', p_run_id, run.status
+            USING ERRCODE = 'BR005';
+    END IF;
+    INSERT INTO public.execution_attempts (release_run_id, number, status, created_at, updated_at)
+    VALUES (run.id, run.current_attempt + 1, 'dispatching', v_now, v_now)
+    RETURNING * INTO att;
+    UPDATE public.release_runs
+    SET current_attempt = att.number, status = 'dispatching', completed_at = NULL, updated_at = v_now
+    WHERE id = run.id;
+    RETURN QUERY SELECT att.id, att.number,
+        public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+    -- The check run shows the new attempt at once, not the previous one's conclusion.
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'dispatching',
+        format('Re-run: attempt %s is starting.', att.number), p_traceparent, v_now);
+END;
+$$;
+-- +goose StatementEnd
+
+-- +goose StatementBegin
 DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'boardreadyops_schema_owner') THEN
@@ -411,5 +447,34 @@ END;
 $$;
 -- +goose StatementEnd
 
+-- +goose StatementBegin
+CREATE OR REPLACE FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id uuid, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(attempt_id uuid, attempt_number integer, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    att public.execution_attempts;
+BEGIN
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'release run % does not exist', p_run_id USING ERRCODE = 'BR006';
+    END IF;
+    IF run.status NOT IN ('succeeded', 'failed', 'cancelled') OR run.check_run_id IS NULL THEN
+        RAISE EXCEPTION 'release run % is %, only a finished run is re-run', p_run_id, run.status
+            USING ERRCODE = 'BR005';
+    END IF;
+    INSERT INTO public.execution_attempts (release_run_id, number, status, created_at, updated_at)
+    VALUES (run.id, run.current_attempt + 1, 'dispatching', v_now, v_now)
+    RETURNING * INTO att;
+    UPDATE public.release_runs
+    SET current_attempt = att.number, status = 'dispatching', completed_at = NULL, updated_at = v_now
+    WHERE id = run.id;
+    RETURN QUERY SELECT att.id, att.number,
+        public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+END;
+$$;
+-- +goose StatementEnd
 DROP FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(bigint, text, text, text, integer, text, timestamptz);
 DROP FUNCTION public.boardreadyops_outbox_enqueue_workflow_run_read(uuid, timestamptz);

@@ -180,6 +180,9 @@ BEGIN
     WHERE id = run.id;
     RETURN QUERY SELECT att.id, att.number,
         public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+    -- The check run shows the new attempt at once, not the previous one's conclusion.
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'dispatching',
+        format('Re-run: attempt %s is starting.', att.number), p_traceparent, v_now);
 END;
 $$;
 

@@ -169,6 +169,9 @@ func TestReleaseLifecycleAndRerun(t *testing.T) {
 	if r, a, n := b.runStatus(run); r != "dispatching" || a != "dispatching" || n != 2 {
 		t.Fatalf("after re-run: run %s attempt %s #%d", r, a, n)
 	}
+	if state, notice, _ := b.latestCheckRunUpdate(); state != "dispatching" || notice != "Re-run: attempt 2 is starting." {
+		t.Fatalf("check run after the re-run: %s %q", state, notice)
+	}
 	var keys []string
 	rows, _ := b.pool.Query(b.ctx, `SELECT idempotency_key FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' ORDER BY id`)
 	for rows.Next() {
