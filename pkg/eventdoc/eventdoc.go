@@ -125,6 +125,13 @@ type CheckRun struct {
 	Name       string `json:"name,omitempty"`
 	Status     string `json:"status,omitempty"`
 	Conclusion string `json:"conclusion,omitempty"`
+	// RequestedAction is the identifier of the button pressed (requested_action only).
+	RequestedAction string `json:"requested_action,omitempty"`
+	// Sender is who pressed "Re-run" or a requested action (rerequested, requested_action): the
+	// name written into the audit row and onto the check run.
+	SenderLogin string `json:"sender_login,omitempty"`
+	SenderID    int64  `json:"sender_id,omitempty"`
+	SenderType  string `json:"sender_type,omitempty"`
 }
 
 // WorkflowRun is a workflow run's progress.

@@ -16,7 +16,8 @@ const (
 	// product did not start. Lifecycle matches only runs it dispatched.
 	FilterNotDispatched = "not_dispatched"
 	// FilterActionUnused: an action lifecycle never acts on — workflow_run requested and
-	// in_progress (only completed finishes an attempt), check_run other than rerequested and
+	// in_progress of a first run attempt (only completed finishes an attempt; a later run
+	// attempt's are a re-run from the Actions UI and kept), check_run other than rerequested and
 	// requested_action (created, completed: GitHub's echo of the product's own writes).
 	FilterActionUnused = "action_unused"
 )
@@ -54,8 +55,10 @@ func Filter(doc *Document) (reason string, filtered bool) {
 		if doc.WorkflowRun == nil {
 			return "", false
 		}
-		// The action first: requested and in_progress are unused whoever triggered the run.
-		if doc.Action == "requested" || doc.Action == "in_progress" {
+		// The action first: requested and in_progress of a first run attempt are unused whoever
+		// triggered the run (the attempt is running since its dispatch). Those of a later run
+		// attempt are a re-run from the Actions UI, which lifecycle follows (docs/lifecycle.md).
+		if (doc.Action == "requested" || doc.Action == "in_progress") && doc.WorkflowRun.RunAttempt <= 1 {
 			return FilterActionUnused, true
 		}
 		if doc.WorkflowRun.Event != "workflow_dispatch" {

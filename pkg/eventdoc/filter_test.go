@@ -17,6 +17,7 @@ func TestFilterFixtures(t *testing.T) {
 		"check_run.completed":                   eventdoc.FilterActionUnused,
 		"check_run.created":                     eventdoc.FilterActionUnused,
 		"check_run.rerequested":                 "",
+		"check_run.requested_action":            "",
 		"installation.created":                  "",
 		"installation.deleted":                  "",
 		"installation.new_permissions_accepted": "",
@@ -77,6 +78,11 @@ func TestFilterRules(t *testing.T) {
 	run := func(action, trigger string) eventdoc.Document {
 		return eventdoc.Document{Event: eventdoc.EventWorkflowRun, Action: action, WorkflowRun: &eventdoc.WorkflowRun{ID: 1, Event: trigger}}
 	}
+	rerun := func(action, trigger string, attempt int) eventdoc.Document {
+		d := run(action, trigger)
+		d.WorkflowRun.RunAttempt = attempt
+		return d
+	}
 	check := func(action string) eventdoc.Document {
 		return eventdoc.Document{Event: eventdoc.EventCheckRun, Action: action, CheckRun: &eventdoc.CheckRun{ID: 1}}
 	}
@@ -105,6 +111,10 @@ func TestFilterRules(t *testing.T) {
 		{"scheduled run completed", run("completed", "schedule"), eventdoc.FilterNotDispatched},
 		{"run without trigger", run("completed", ""), eventdoc.FilterNotDispatched},
 		{"CI run requested", run("requested", "push"), eventdoc.FilterActionUnused},
+		{"dispatched run, run attempt 1, in progress", rerun("in_progress", "workflow_dispatch", 1), eventdoc.FilterActionUnused},
+		{"Actions-UI re-run requested (run attempt 2)", rerun("requested", "workflow_dispatch", 2), ""},
+		{"Actions-UI re-run in progress (run attempt 3)", rerun("in_progress", "workflow_dispatch", 3), ""},
+		{"CI re-run in progress (run attempt 2)", rerun("in_progress", "push", 2), eventdoc.FilterNotDispatched},
 		{"unknown action of a dispatched run", run("waiting", "workflow_dispatch"), ""},
 		{"workflow_run without section", eventdoc.Document{Event: eventdoc.EventWorkflowRun, Action: "completed"}, ""},
 

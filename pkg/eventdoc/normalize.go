@@ -94,7 +94,15 @@ type (
 		Deleted bool    `json:"deleted"`
 		Forced  bool    `json:"forced"`
 
-		CheckRun    *rawCheckRun    `json:"check_run"`
+		CheckRun        *rawCheckRun `json:"check_run"`
+		RequestedAction *struct {
+			Identifier string `json:"identifier"`
+		} `json:"requested_action"`
+		Sender *struct {
+			Login string `json:"login"`
+			ID    int64  `json:"id"`
+			Type  string `json:"type"`
+		} `json:"sender"`
 		WorkflowRun *rawWorkflowRun `json:"workflow_run"`
 		// ping
 		Zen    *string `json:"zen"`
@@ -284,6 +292,14 @@ func normalizeCheckRun(doc *Document, raw *rawPayload) error {
 	doc.CheckRun = &CheckRun{
 		ID: cr.ID, ExternalID: cut(cr.ExternalID, maxName), AppID: cr.App.ID, HeadSHA: cut(cr.HeadSHA, 64),
 		Name: cut(cr.Name, maxName), Status: cut(cr.Status, maxStatus), Conclusion: cut(cr.Conclusion, maxStatus),
+	}
+	if raw.RequestedAction != nil {
+		doc.CheckRun.RequestedAction = cut(raw.RequestedAction.Identifier, maxStatus)
+	}
+	if raw.Sender != nil {
+		doc.CheckRun.SenderLogin = cut(raw.Sender.Login, maxStatus)
+		doc.CheckRun.SenderID = raw.Sender.ID
+		doc.CheckRun.SenderType = cut(raw.Sender.Type, maxStatus)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ const (
 	OpUpdateCheckRun   = "update_check_run"
 	OpDispatchWorkflow = "dispatch_workflow"
 	OpListWorkflowRuns = "list_workflow_runs"
+	OpGetWorkflowRun   = "get_workflow_run"
 	OpListDeliveries   = "list_deliveries"
 	OpRedeliver        = "redeliver"
 )
@@ -96,14 +97,26 @@ type Dispatch struct {
 	Inputs         map[string]string
 }
 
-// DispatchWorkflow dispatches the workflow and returns the id of the run GitHub created. It asks
+// DispatchedRun is the workflow run GitHub created for a dispatch.
+type DispatchedRun struct {
+	ID      int64
+	HTMLURL string // the run's page, for the check run's details_url
+}
+
+// DispatchWorkflow is DispatchWorkflowRun returning only the run's id.
+func (c *Client) DispatchWorkflow(ctx context.Context, d Dispatch) (int64, error) {
+	run, err := c.DispatchWorkflowRun(ctx, d)
+	return run.ID, err
+}
+
+// DispatchWorkflowRun dispatches the workflow and returns the run GitHub created. It asks
 // for the run's details (return_run_details: true), a field go-github v62 predates, so the request
 // is built with NewRequest and Do. A 204 (no details) is ErrNoRunDetails, classed MaybeDelivered:
 // GitHub did create a run, but which one is unknown.
-func (c *Client) DispatchWorkflow(ctx context.Context, d Dispatch) (int64, error) {
+func (c *Client) DispatchWorkflowRun(ctx context.Context, d Dispatch) (DispatchedRun, error) {
 	owner, repo, err := splitRepo(d.Repository)
 	if err != nil {
-		return 0, err
+		return DispatchedRun{}, err
 	}
 	var out struct {
 		WorkflowRunID int64  `json:"workflow_run_id"`
@@ -126,12 +139,12 @@ func (c *Client) DispatchWorkflow(ctx context.Context, d Dispatch) (int64, error
 		return resp, err
 	})
 	if err != nil {
-		return 0, err
+		return DispatchedRun{}, err
 	}
 	if status == http.StatusNoContent || out.WorkflowRunID <= 0 {
-		return 0, &Error{Op: OpDispatchWorkflow, Class: MaybeDelivered, Status: status, Err: ErrNoRunDetails}
+		return DispatchedRun{}, &Error{Op: OpDispatchWorkflow, Class: MaybeDelivered, Status: status, Err: ErrNoRunDetails}
 	}
-	return out.WorkflowRunID, nil
+	return DispatchedRun{ID: out.WorkflowRunID, HTMLURL: out.HTMLURL}, nil
 }
 
 // Completion completes a check run.
@@ -166,6 +179,66 @@ func (c *Client) CompleteCheckRun(ctx context.Context, cc Completion) error {
 	})
 }
 
+// CheckRunUpdate sets a check run to a state: status, conclusion (when completed), output with
+// text, details URL and the full list of requested actions (an empty list removes earlier ones;
+// go-github's options would omit it, so the request is built here).
+type CheckRunUpdate struct {
+	InstallationID int64
+	Repository     string
+	CheckRunID     int64
+	Name           string
+	Status         string // in_progress or completed
+	Conclusion     string
+	Title          string
+	Summary, Text  string
+	DetailsURL     string
+	Actions        []CheckRunAction
+}
+
+// CheckRunAction is a requested action button (label and identifier ≤ 20 characters,
+// description ≤ 40, at most 3 per check run).
+type CheckRunAction struct {
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Identifier  string `json:"identifier"`
+}
+
+// UpdateCheckRun PATCHes the check run to the state (replay-safe: the same update twice leaves
+// the same check run).
+func (c *Client) UpdateCheckRun(ctx context.Context, u CheckRunUpdate) error {
+	owner, repo, err := splitRepo(u.Repository)
+	if err != nil {
+		return err
+	}
+	output := map[string]any{"title": u.Title, "summary": u.Summary}
+	if u.Text != "" {
+		output["text"] = u.Text
+	}
+	actions := u.Actions
+	if actions == nil {
+		actions = []CheckRunAction{}
+	}
+	body := map[string]any{"status": u.Status, "output": output, "actions": actions}
+	if u.Name != "" {
+		body["name"] = u.Name
+	}
+	if u.Status == "completed" {
+		body["conclusion"] = u.Conclusion
+		body["completed_at"] = time.Now().UTC().Format(time.RFC3339)
+	}
+	if u.DetailsURL != "" {
+		body["details_url"] = u.DetailsURL
+	}
+	return c.call(ctx, OpUpdateCheckRun, u.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		req, err := gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/%s/check-runs/%d",
+			url.PathEscape(owner), url.PathEscape(repo), u.CheckRunID), body)
+		if err != nil {
+			return nil, err
+		}
+		return gh.Do(ctx, req, nil)
+	})
+}
+
 // WorkflowRun is what reconciliation needs to know of a run.
 type WorkflowRun struct {
 	ID           int64     `json:"id"`
@@ -177,6 +250,28 @@ type WorkflowRun struct {
 	HeadBranch   string    `json:"head_branch"`
 	CreatedAt    time.Time `json:"created_at"`
 	HTMLURL      string    `json:"html_url"`
+	RunAttempt   int       `json:"run_attempt,omitempty"`
+}
+
+// GetWorkflowRun reads one workflow run (read-only; replay-safe).
+func (c *Client) GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (WorkflowRun, error) {
+	owner, repo, err := splitRepo(repository)
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	var r *github.WorkflowRun
+	err = c.call(ctx, OpGetWorkflowRun, installationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		var resp *github.Response
+		var err error
+		r, resp, err = gh.Actions.GetWorkflowRunByID(ctx, owner, repo, id)
+		return resp, err
+	})
+	if err != nil {
+		return WorkflowRun{}, err
+	}
+	return WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
+		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
+		HTMLURL: r.GetHTMLURL(), RunAttempt: r.GetRunAttempt()}, nil
 }
 
 // ListWorkflowRuns lists (read-only) the workflow's runs of event created at or after since,

@@ -113,7 +113,8 @@ func TestRowChecks(t *testing.T) {
 		{"control_plane_outbox_idempotency_key_check", outIns + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + `, 2, '{}', ` + run + `, ` + attempt + `, 1, NULL)`},
 		{"control_plane_outbox_attempt_check", outIns + `('github.check_run.create', 'github.check_run.create:' || ` + run + ` || ':' || ` + attempt + `, 0, '{}', ` + run + `, ` + attempt + `, 1, NULL)`},
 		{"control_plane_outbox_attempt_check", outIns + `('github.check_run.complete', 'github.check_run.complete:' || ` + run + `, 0, '{}', ` + run + `, NULL, 1, NULL)`},
-		{"control_plane_outbox_generation_effect_check", outIns + `('github.check_run.complete', 'github.check_run.complete:' || ` + run + ` || ':' || ` + attempt + ` || ':g1', 1, '{}', ` + run + `, ` + attempt + `, 1, NULL)`},
+		// Generations: superseding dispatches and successive check-run updates (00021), never a creation.
+		{"control_plane_outbox_generation_effect_check", outIns + `('github.check_run.create', 'github.check_run.create:' || ` + run + ` || ':g1', 1, '{}', ` + run + `, NULL, 1, NULL)`},
 		{"control_plane_outbox_lease_check", outSet + `status = 'leased'`},
 		{"control_plane_outbox_lease_check", outSet + `lease_owner = 'w', lease_expires_at = now()`},
 		{"control_plane_outbox_completed_check", outSet + `status = 'completed'`},

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -38,10 +39,40 @@ func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, work
 	})
 }
 
-// QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch.
-func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, done func(error)) {
-	queueVoid(b, "complete workflow dispatch", id, done,
+// QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch, preceded in the same
+// transaction by the run's page (boardreadyops_outbox_record_workflow_run) when GitHub returned
+// one, so that the check-run update the completion enqueues links to it. done is called once.
+func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, workflowRunURL string, done func(error)) {
+	var once sync.Once
+	report := func(err error) { once.Do(func() { done(err) }) }
+	if workflowRunURL != "" {
+		b.Queue(`SELECT 1 FROM boardreadyops_outbox_record_workflow_run($1, $2, $3, $4)`, id, worker, workflowRunURL, s.now()).QueryRow(func(row pgx.Row) error {
+			var one int
+			if err := row.Scan(&one); err != nil {
+				err = fmt.Errorf("record workflow run of dispatch %d: %w", id, sqlstate.Classify(err))
+				report(err)
+				return err
+			}
+			return nil
+		})
+	}
+	queueVoid(b, "complete workflow dispatch", id, report,
 		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
+}
+
+// QueueCompleteWorkflowRunRead queues CompleteWorkflowRunRead.
+func (s *Store) QueueCompleteWorkflowRunRead(b *groupcommit.Batch, id int64, worker string, r WorkflowRunRead, done func(outcome string, err error)) {
+	b.Queue(`SELECT boardreadyops_outbox_complete_workflow_run_read($1, $2, $3, $4, $5, $6, $7)`,
+		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).QueryRow(func(row pgx.Row) error {
+		var outcome string
+		if err := row.Scan(&outcome); err != nil {
+			err = fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))
+			done("", err)
+			return err
+		}
+		done(outcome, nil)
+		return nil
+	})
 }
 
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.

@@ -44,7 +44,7 @@ func TestQueuedCompletions(t *testing.T) {
 	// A stale completion reports its own classified error.
 	claimOne(t, ctx, b, "w2", dispatchID)
 	errs = c.CommitTogether(func(batch *groupcommit.Batch, report func(error)) {
-		b.store.QueueCompleteWorkflowDispatch(batch, dispatchID, "w-stale", 9, report)
+		b.store.QueueCompleteWorkflowDispatch(batch, dispatchID, "w-stale", 9, "", report)
 	})
 	if !errors.Is(errs[0], sqlstate.ErrLeaseNotHeld) {
 		t.Fatalf("stale completion: %v", errs[0])

@@ -23,11 +23,14 @@ const (
 	EffectCheckRunCreate   = "github.check_run.create"
 	EffectWorkflowDispatch = "github.workflow.dispatch"
 	EffectCheckRunComplete = "github.check_run.complete"
+	// EffectWorkflowRunRead reads a workflow run's conclusion back from GitHub (migration 00022):
+	// a GET, replay-safe.
+	EffectWorkflowRunRead = "github.workflow_run.read"
 )
 
 // EffectTypes lists every effect type, in pipeline order. It is a closed set, safe as a metric
 // label.
-var EffectTypes = []string{EffectCheckRunCreate, EffectWorkflowDispatch, EffectCheckRunComplete}
+var EffectTypes = []string{EffectCheckRunCreate, EffectWorkflowDispatch, EffectCheckRunComplete, EffectWorkflowRunRead}
 
 // Statuses of an outbox record.
 const (
@@ -207,6 +210,25 @@ func (s *Store) CompleteCheckRunComplete(ctx context.Context, db database.DBTX, 
 		return fmt.Errorf("complete check run completion %d: %w", id, sqlstate.Classify(err))
 	}
 	return nil
+}
+
+// WorkflowRunRead is what GitHub answered for a github.workflow_run.read effect.
+type WorkflowRunRead struct {
+	Status, Conclusion string
+	RunAttempt         int
+	HTMLURL            string
+}
+
+// CompleteWorkflowRunRead records the answer: "finished" (the attempt finished from it),
+// "not_finished" or "stale" (the attempt finished meanwhile).
+func (s *Store) CompleteWorkflowRunRead(ctx context.Context, db database.DBTX, id int64, worker string, r WorkflowRunRead) (string, error) {
+	var outcome string
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_complete_workflow_run_read($1, $2, $3, $4, $5, $6, $7)`,
+		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).Scan(&outcome)
+	if err != nil {
+		return "", fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))
+	}
+	return outcome, nil
 }
 
 // Retry returns the effect to the queue at retryAt after a transient failure, or dead-letters it

@@ -427,13 +427,14 @@ func TestPipelineHappyPath(t *testing.T) {
 	}); err != nil || inserted {
 		t.Fatalf("duplicate dispatch enqueue: inserted %v err %v", inserted, err)
 	}
-	// The check run completion.
-	complete, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
-		EffectType: outbox.EffectCheckRunComplete, ReleaseRunID: r.ID, ExecutionAttemptID: r.AttemptID,
-		InstallationID: r.InstallationID, Payload: map[string]any{"check_run_id": 555, "conclusion": "success"},
-	})
-	if err != nil || !inserted {
-		t.Fatal(err)
+	// The dispatch's completion updated the check run in the same transaction (migration 00021):
+	// running, under the attempt's first check-run key.
+	var complete int64
+	var state string
+	if err := b.pool.QueryRow(ctx, `SELECT id, payload ->> 'state' FROM control_plane_outbox
+		WHERE idempotency_key = $1 AND status = 'available'`,
+		"github.check_run.complete:"+r.ID+":"+r.AttemptID).Scan(&complete, &state); err != nil || state != "running" {
+		t.Fatalf("check-run update after the dispatch: state %q err %v", state, err)
 	}
 	claimOne(t, ctx, b, "w3", complete)
 	if err := b.store.CompleteCheckRunComplete(ctx, b.pool, complete, "w3"); err != nil {
@@ -543,7 +544,8 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := outbox.Stats{Available: 2, Due: 2, Leased: 1, Retrying: 1, DeadLetter: 1, ReconciliationRequired: 1, OldestAvailableAgeSeconds: 45}
+	// The third available effect is the check-run update the reconciliation enqueued (00021).
+	want := outbox.Stats{Available: 3, Due: 3, Leased: 1, Retrying: 1, DeadLetter: 1, ReconciliationRequired: 1, OldestAvailableAgeSeconds: 45}
 	if st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
 	}

@@ -6,16 +6,11 @@
 package e2e_test
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -25,7 +20,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/hack/test/proctest"
-	"github.com/boardreadyops/cloud/pkg/hubsig"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
@@ -96,21 +90,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	}
 	defer pool.Close()
 
-	key, pub, err := githubsim.NewAppKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secretBytes [24]byte
-	_, _ = rand.Read(secretBytes[:])
-	secret := []byte(hex.EncodeToString(secretBytes[:]))
-	keyFile, secretFile := filepath.Join(dir, "app-key.pem"), filepath.Join(dir, "webhook-secret")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
-		t.Fatal(err)
-	}
-
+	pub, secret, keyFile, secretFile := appCredentials(t, dir)
 	ingestAddr := proctest.FreeAddr(t)
 	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
@@ -121,25 +101,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
 	procs := startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile, logins)
 
-	send := func(event string, payload any) {
-		t.Helper()
-		body, _ := json.Marshal(payload)
-		var id [16]byte
-		_, _ = rand.Read(id[:])
-		req, _ := http.NewRequest(http.MethodPost, "http://"+ingestAddr+"/webhook", bytes.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", event)
-		req.Header.Set("X-GitHub-Delivery", hex.EncodeToString(id[:]))
-		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(secret, body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("%s webhook: %s", event, resp.Status)
-		}
-	}
+	send := webhookSender(t, secret, ingestAddr)
 	const repos, tags = 4, 5
 	for r := 0; r < repos; r++ {
 		for i := 0; i < tags; i++ {
@@ -175,7 +137,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	// The jobs too: a workflow_run delivery that arrived before its dispatch was recorded is
 	// deferred, and may still wait for its retry after the run it belongs to succeeded.
 	for count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`) < runs ||
-		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 3*runs ||
+		count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 4*runs ||
 		count(`SELECT count(*) FROM control_plane_jobs WHERE status <> 'completed'`) > 0 {
 		if time.Now().After(deadline) {
 			for _, p := range procs {

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"time"
+	"unicode/utf8"
 )
 
 // CheckRun is a check run in GitHub's shape.
@@ -24,7 +25,9 @@ type CheckRun struct {
 	URL         string         `json:"url"`
 	HTMLURL     string         `json:"html_url"`
 	Output      CheckRunOutput `json:"output"`
-	App         struct {
+	// Actions are the requested-action buttons last set (GitHub does not return them).
+	Actions []CheckRunAction `json:"-"`
+	App     struct {
 		ID   int64  `json:"id"`
 		Slug string `json:"slug"`
 	} `json:"app"`
@@ -111,15 +114,16 @@ func paging(r *http.Request) (page, perPage int) {
 }
 
 type checkRunRequest struct {
-	Name        *string         `json:"name"`
-	HeadSHA     *string         `json:"head_sha"`
-	ExternalID  *string         `json:"external_id"`
-	DetailsURL  *string         `json:"details_url"`
-	Status      *string         `json:"status"`
-	Conclusion  *string         `json:"conclusion"`
-	StartedAt   *time.Time      `json:"started_at"`
-	CompletedAt *time.Time      `json:"completed_at"`
-	Output      *CheckRunOutput `json:"output"`
+	Name        *string           `json:"name"`
+	HeadSHA     *string           `json:"head_sha"`
+	ExternalID  *string           `json:"external_id"`
+	DetailsURL  *string           `json:"details_url"`
+	Status      *string           `json:"status"`
+	Conclusion  *string           `json:"conclusion"`
+	StartedAt   *time.Time        `json:"started_at"`
+	CompletedAt *time.Time        `json:"completed_at"`
+	Output      *CheckRunOutput   `json:"output"`
+	Actions     *[]CheckRunAction `json:"actions"`
 }
 
 var (
@@ -137,6 +141,18 @@ func (req *checkRunRequest) validate() string {
 	}
 	if req.Status != nil && *req.Status == "completed" && req.Conclusion == nil {
 		return "Invalid request.\n\n\"conclusion\" is required when \"status\" is \"completed\"."
+	}
+	if req.DetailsURL != nil && !validURL(*req.DetailsURL) {
+		return "Invalid request.\n\n\"details_url\" is not a valid URL."
+	}
+	if req.Actions != nil {
+		if msg := validateActions(*req.Actions); msg != "" {
+			return msg
+		}
+	}
+	if req.Output != nil && ((req.Output.Summary != nil && utf8.RuneCountInString(*req.Output.Summary) > MaxOutputText) ||
+		(req.Output.Text != nil && utf8.RuneCountInString(*req.Output.Text) > MaxOutputText)) {
+		return "Invalid request.\n\nOnly 65535 characters are allowed; the output is longer."
 	}
 	return ""
 }
@@ -171,6 +187,9 @@ func (s *Simulator) apply(c *CheckRun, req *checkRunRequest) {
 	if req.Output != nil {
 		c.Output = *req.Output
 	}
+	if req.Actions != nil {
+		c.Actions = append([]CheckRunAction(nil), *req.Actions...)
+	}
 }
 
 // createCheckRun: POST /repos/{owner}/{repo}/check-runs.
@@ -193,6 +212,8 @@ func (s *Simulator) createCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 		URL:     s.apiURL(r, "/repos/%s/check-runs/%d", repo.fullName, id),
 		HTMLURL: fmt.Sprintf("https://github.com/%s/runs/%d", repo.fullName, id)}
 	c.App.ID, c.App.Slug = s.opts.AppID, "boardreadyops"
+	// Without a details_url GitHub links the App's homepage.
+	c.DetailsURL = "https://github.com/apps/boardreadyops"
 	s.apply(c, &req)
 	s.mu.Lock()
 	s.checkRuns[id] = c

@@ -19,6 +19,10 @@ DECLARE
     v_status text;
     v_check text;
     v_outbox bigint;
+    v_run_attempt integer;
+    v_known integer;
+    v_url text;
+    v_current boolean;
 BEGIN
     IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -40,6 +44,41 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO run FROM public.release_runs r WHERE r.id = att.release_run_id;
+    v_current := att.number = run.current_attempt;
+    v_run_attempt := greatest(coalesce((i.payload -> 'workflow_run' ->> 'run_attempt')::integer, 1), 1);
+    v_url := nullif(left(i.payload -> 'workflow_run' ->> 'html_url', 1024), '');
+    SELECT w.workflow_run_attempt INTO v_known FROM public.execution_attempt_workflow_runs w WHERE w.execution_attempt_id = att.id;
+    v_known := coalesce(v_known, 1);
+    IF v_run_attempt < v_known THEN
+        RETURN QUERY SELECT 'ignored'::text, run.id, att.id, NULL::bigint; -- an earlier run attempt's late event
+        RETURN;
+    END IF;
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, started_at, updated_at)
+    VALUES (att.id, v_url, v_run_attempt, coalesce(att.dispatched_at, v_now), v_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE
+    SET workflow_run_url = coalesce(EXCLUDED.workflow_run_url, w.workflow_run_url),
+        workflow_run_attempt = EXCLUDED.workflow_run_attempt,
+        started_at = CASE WHEN EXCLUDED.workflow_run_attempt > w.workflow_run_attempt THEN v_now ELSE w.started_at END,
+        updated_at = v_now;
+    IF v_run_attempt > v_known AND att.status IN ('succeeded', 'failed', 'cancelled') THEN
+        -- Re-run from the Actions UI: the same workflow run, a new run attempt. The attempt (and the
+        -- run, when the attempt is its current one) is running again until that run attempt ends.
+        UPDATE public.execution_attempts a SET status = 'running', conclusion = NULL, completed_at = NULL, updated_at = v_now
+        WHERE a.id = att.id RETURNING * INTO att;
+        IF v_current AND run.status IN ('succeeded', 'failed', 'cancelled') THEN
+            UPDATE public.release_runs r SET status = 'running', completed_at = NULL, updated_at = v_now
+            WHERE r.id = run.id RETURNING * INTO run;
+        END IF;
+        IF i.action IS DISTINCT FROM 'completed' THEN
+            IF v_current AND run.check_run_id IS NOT NULL THEN
+                v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, 'running',
+                    format('The workflow run was re-run from GitHub Actions (run attempt %s); BoardReadyOps follows it.', v_run_attempt),
+                    p_traceparent, v_now);
+            END IF;
+            RETURN QUERY SELECT 'followed'::text, run.id, att.id, v_outbox;
+            RETURN;
+        END IF;
+    END IF;
     IF i.action IS DISTINCT FROM 'completed' OR att.status <> 'running' THEN
         RETURN QUERY SELECT 'ignored'::text, run.id, att.id, NULL::bigint;
         RETURN;
@@ -50,31 +89,18 @@ BEGIN
     UPDATE public.execution_attempts a
     SET status = v_status, conclusion = left(v_conclusion, 64), completed_at = v_now, updated_at = v_now
     WHERE a.id = att.id;
-    IF att.number = run.current_attempt AND run.status = 'running' THEN
+    IF v_current AND run.status IN ('running', 'blocked') THEN
         UPDATE public.release_runs r SET status = v_status, completed_at = v_now, updated_at = v_now WHERE r.id = run.id;
     END IF;
     IF run.check_run_id IS NULL THEN
         RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint;
         RETURN;
     END IF;
-    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
-    v_outbox := public.boardreadyops_outbox_enqueue(
-        'github.check_run.complete', run.id, att.id, run.installation_id,
-        jsonb_build_object(
-            'release_run_id', run.id,
-            'execution_attempt_id', att.id,
-            'attempt_number', att.number,
-            'installation_id', run.installation_id,
-            'repository_full_name', v_full_name,
-            'check_run_id', run.check_run_id,
-            'name', p_check_run_name,
-            'conclusion', v_check,
-            'workflow_run_id', v_workflow_run_id,
-            'workflow_run_url', coalesce(i.payload -> 'workflow_run' ->> 'html_url', ''),
-            'title', format('Release %s', v_check),
-            'summary', format('Attempt %s: workflow %s run %s concluded %s.',
-                              att.number, run.workflow_file, v_workflow_run_id, v_conclusion)),
-        p_traceparent, 10, v_now);
+    IF NOT v_current THEN
+        RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint; -- an earlier attempt: the check run shows the current one
+        RETURN;
+    END IF;
+    v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, v_status, NULL, p_traceparent, v_now);
     RETURN QUERY SELECT 'completed'::text, run.id, att.id, v_outbox;
 END;
 $$;
@@ -83,6 +109,50 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_execution_attempt_rematch(uuid, bigint, timestamp with time zone, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_execution_attempt_rematch(p_attempt_id uuid, p_workflow_run_id bigint, p_since timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    v_repository bigint;
+    v_job bigint;
+BEGIN
+    SELECT r.repository_id INTO v_repository
+    FROM public.execution_attempts a JOIN public.release_runs r ON r.id = a.release_run_id
+    WHERE a.id = p_attempt_id;
+    -- The completion GitHub sent while the run id was unknown, recorded as unmatched. Bounded by
+    -- the received_at index: it arrived after the dispatch started.
+    SELECT j.id INTO v_job
+    FROM public.webhook_inbox i JOIN public.control_plane_jobs j ON j.inbox_id = i.id
+    WHERE i.received_at >= coalesce(p_since, '-infinity'::timestamptz) - interval '10 minutes'
+      AND i.event = 'workflow_run' AND i.action = 'completed' AND i.repository_id = v_repository
+      AND i.payload -> 'workflow_run' ->> 'id' = p_workflow_run_id::text
+      AND j.status = 'completed'
+    ORDER BY i.received_at DESC
+    LIMIT 1
+    FOR UPDATE OF j;
+    IF NOT FOUND THEN
+        -- No completion stored: it finished while nothing listened, or has not finished. Ask
+        -- GitHub (the dispatcher reads; lifecycle never calls GitHub).
+        PERFORM public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id, v_now);
+        RETURN NULL;
+    END IF;
+    UPDATE public.control_plane_jobs
+    SET status = 'available', available_at = v_now, attempts = 0, completed_at = NULL,
+        last_error = format('re-matched: workflow run %s was recorded by a reconciliation repair', p_workflow_run_id),
+        updated_at = v_now
+    WHERE id = v_job;
+    PERFORM pg_notify('boardreadyops_jobs', '');
+    RETURN v_job;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_execution_attempt_rematch(p_attempt_id uuid, p_workflow_run_id bigint, p_since timestamp with time zone, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_rematch(p_attempt_id uuid, p_workflow_run_id bigint, p_since timestamp with time zone, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_rematch(p_attempt_id uuid, p_workflow_run_id bigint, p_since timestamp with time zone, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_execution_attempt_start_next(uuid, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id uuid, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(attempt_id uuid, attempt_number integer, outbox_id bigint)
@@ -110,6 +180,9 @@ BEGIN
     WHERE id = run.id;
     RETURN QUERY SELECT att.id, att.number,
         public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
+    -- The check run shows the new attempt at once, not the previous one's conclusion.
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'dispatching',
+        format('Re-run: attempt %s is starting.', att.number), p_traceparent, v_now);
 END;
 $$;
 

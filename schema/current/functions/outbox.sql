@@ -16,7 +16,7 @@ BEGIN
     END IF;
     SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
-    IF run.status <> 'dispatching' OR att.status <> 'dispatching' OR att.number <> run.current_attempt
+    IF run.status NOT IN ('dispatching', 'blocked') OR att.status <> 'dispatching' OR att.number <> run.current_attempt
        OR att.workflow_run_id IS NOT NULL THEN
         RAISE EXCEPTION 'release run % attempt % cannot advance to running', run.id, att.number
             USING ERRCODE = 'BR005',
@@ -31,6 +31,10 @@ BEGIN
     SET status = 'running', workflow_run_id = p_workflow_run_id, dispatched_at = p_now, updated_at = p_now
     WHERE id = att.id;
     UPDATE public.release_runs SET status = 'running', updated_at = p_now WHERE id = run.id;
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_attempt, started_at, updated_at)
+    VALUES (att.id, 1, p_now, p_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE SET started_at = coalesce(w.started_at, p_now), updated_at = p_now;
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'running', NULL, r.traceparent, p_now);
 END;
 $$;
 
@@ -349,6 +353,61 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_complete_workflow_run_read(bigint, text, text, text, integer, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+    att public.execution_attempts;
+    run public.release_runs;
+    v_conclusion text;
+    v_status text;
+    v_outcome text := 'not_finished';
+BEGIN
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow_run.read');
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
+    SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
+    IF att.status <> 'running' OR att.workflow_run_id IS DISTINCT FROM (r.payload ->> 'workflow_run_id')::bigint THEN
+        v_outcome := 'stale'; -- finished meanwhile (its webhook came after all), or not this run
+    ELSIF p_status = 'completed' THEN
+        v_conclusion := coalesce(nullif(left(p_conclusion, 64), ''), 'unknown');
+        v_status := CASE v_conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END;
+        INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, started_at, updated_at)
+        VALUES (att.id, CASE WHEN p_html_url ~ '^https?://' AND length(p_html_url) <= 1024 THEN p_html_url END,
+                least(greatest(coalesce(p_run_attempt, 1), 1), 1000), att.dispatched_at, v_now)
+        ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE
+        SET workflow_run_url = coalesce(EXCLUDED.workflow_run_url, w.workflow_run_url),
+            workflow_run_attempt = greatest(w.workflow_run_attempt, EXCLUDED.workflow_run_attempt), updated_at = v_now;
+        UPDATE public.execution_attempts
+        SET status = v_status, conclusion = v_conclusion, completed_at = v_now, updated_at = v_now
+        WHERE id = att.id;
+        IF att.number = run.current_attempt THEN
+            IF run.status IN ('running', 'blocked') THEN
+                UPDATE public.release_runs SET status = v_status, completed_at = v_now, updated_at = v_now WHERE id = run.id;
+            END IF;
+            PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, v_status,
+                'The conclusion was read back from GitHub: its workflow_run webhook was never received.', r.traceparent, v_now);
+        END IF;
+        v_outcome := 'finished';
+    END IF;
+    UPDATE public.control_plane_outbox
+    SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL, last_error = NULL,
+        result = jsonb_build_object('workflow_run_status', left(p_status, 64), 'conclusion', left(p_conclusion, 64),
+                                    'outcome', v_outcome),
+        updated_at = v_now
+    WHERE id = p_id;
+    RETURN v_outcome;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_dead_letter(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_dead_letter(p_id bigint, p_worker text, p_error text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
@@ -365,6 +424,7 @@ BEGIN
     SET status = 'dead_letter', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
+    PERFORM public.boardreadyops_release_run_block(p_id, v_now);
 END;
 $$;
 
@@ -487,6 +547,55 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_enqueue_workflow_run_read(uuid, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    att public.execution_attempts;
+    run public.release_runs;
+    v_full_name text;
+    v_generation integer;
+    v_id bigint;
+BEGIN
+    SELECT * INTO att FROM public.execution_attempts WHERE id = p_attempt_id;
+    IF NOT FOUND OR att.workflow_run_id IS NULL OR att.status <> 'running' THEN
+        RETURN NULL;
+    END IF;
+    IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
+               WHERE o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id
+                 AND o.status IN ('available', 'leased')) THEN
+        RETURN NULL; -- one read at a time
+    END IF;
+    SELECT * INTO run FROM public.release_runs WHERE id = att.release_run_id;
+    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
+    SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
+    FROM public.control_plane_outbox o
+    WHERE o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id;
+    INSERT INTO public.control_plane_outbox (
+        effect_type, idempotency_key, generation, payload, max_attempts, available_at,
+        release_run_id, execution_attempt_id, installation_id, created_at, updated_at)
+    VALUES (
+        'github.workflow_run.read',
+        'github.workflow_run.read:' || run.id::text || ':' || att.id::text
+            || CASE WHEN v_generation > 0 THEN ':g' || v_generation::text ELSE '' END,
+        v_generation,
+        jsonb_build_object('release_run_id', run.id, 'execution_attempt_id', att.id, 'attempt_number', att.number,
+                           'installation_id', run.installation_id, 'repository_full_name', v_full_name,
+                           'workflow_run_id', att.workflow_run_id),
+        10, v_now, run.id, att.id, run.installation_id, v_now, v_now)
+    RETURNING id INTO v_id;
+    PERFORM pg_notify('boardreadyops_outbox', '');
+    RETURN v_id;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id uuid, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id uuid, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id uuid, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_fence_close(text)
 CREATE FUNCTION public.boardreadyops_outbox_fence_close(p_operator text) RETURNS integer
@@ -675,6 +784,30 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_install
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_record_workflow_run(bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+BEGIN
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.workflow.dispatch');
+    IF p_workflow_run_url IS NULL OR p_workflow_run_url !~ '^https?://' OR length(p_workflow_run_url) > 1024 THEN
+        RETURN; -- nothing usable to link to
+    END IF;
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, updated_at)
+    VALUES (r.execution_attempt_id, p_workflow_run_url, 1, v_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE SET workflow_run_url = EXCLUDED.workflow_run_url, updated_at = v_now;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_record_workflow_run(p_id bigint, p_worker text, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_recover_leases(timestamp with time zone, integer)
 CREATE FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_limit integer DEFAULT 1000) RETURNS TABLE(id bigint, effect_type text, previous_owner text, status text)
     LANGUAGE plpgsql SECURITY DEFINER
@@ -682,11 +815,12 @@ CREATE FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with 
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    rec record;
 BEGIN
     IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'recovery limit must be between 1 and 10000, got %', p_limit USING ERRCODE = '22023';
     END IF;
-    RETURN QUERY
+    FOR rec IN
     WITH expired AS (
         SELECT o.id, o.lease_owner,
                CASE
@@ -717,7 +851,14 @@ BEGIN
         updated_at = v_now
     FROM expired e
     WHERE o.id = e.id
-    RETURNING o.id, o.effect_type, e.lease_owner, o.status;
+    RETURNING o.id, o.effect_type, e.lease_owner AS previous_owner, o.status
+    LOOP
+        IF rec.status IN ('dead_letter', 'reconciliation_required') THEN
+            PERFORM public.boardreadyops_release_run_block(rec.id, v_now);
+        END IF;
+        id := rec.id; effect_type := rec.effect_type; previous_owner := rec.previous_owner; status := rec.status;
+        RETURN NEXT;
+    END LOOP;
 END;
 $$;
 
@@ -827,6 +968,7 @@ BEGIN
     SET status = 'available', available_at = v_now, attempts = 0, delivery_started_at = NULL, updated_at = v_now
     WHERE public.control_plane_outbox.id = p_id
     RETURNING * INTO r;
+    PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN r;
 END;
@@ -857,6 +999,7 @@ BEGIN
     SET status = 'reconciliation_required', lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(p_error, 4096), updated_at = v_now
     WHERE id = p_id;
+    PERFORM public.boardreadyops_release_run_block(p_id, v_now);
 END;
 $$;
 
@@ -905,6 +1048,7 @@ BEGIN
                 jsonb_build_object('workflow_run_id', p_workflow_run_id, 'delivery_started_at', r.delivery_started_at,
                                    'last_error', r.last_error),
                 r.status, 'completed');
+        PERFORM public.boardreadyops_execution_attempt_rematch(r.execution_attempt_id, p_workflow_run_id, r.delivery_started_at, v_now);
         RETURN NULL;
     END IF;
 
@@ -929,6 +1073,7 @@ BEGIN
             jsonb_build_object('superseded_by', v_new_id, 'delivery_started_at', r.delivery_started_at,
                                'last_error', r.last_error),
             r.status, 'completed');
+    PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN v_new_id;
 END;
@@ -953,6 +1098,18 @@ BEGIN
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     v_status := CASE WHEN r.attempts >= r.max_attempts THEN 'dead_letter' ELSE 'available' END;
+    -- A check-run update that a newer one replaced is not sent again: it would undo the newer.
+    IF r.effect_type = 'github.check_run.complete' AND EXISTS (
+        SELECT 1 FROM public.control_plane_outbox o
+        WHERE o.release_run_id = r.release_run_id AND o.effect_type = 'github.check_run.complete' AND o.id > r.id) THEN
+        UPDATE public.control_plane_outbox o
+        SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
+            superseded_by = (SELECT max(n.id) FROM public.control_plane_outbox n
+                             WHERE n.release_run_id = r.release_run_id AND n.effect_type = 'github.check_run.complete'),
+            result = jsonb_build_object('resolution', 'superseded'), last_error = left(p_error, 4096), updated_at = v_now
+        WHERE o.id = p_id;
+        RETURN 'completed';
+    END IF;
     UPDATE public.control_plane_outbox
     SET status = v_status,
         available_at = CASE WHEN v_status = 'available' THEN greatest(coalesce(p_retry_at, v_now), v_now) ELSE available_at END,
@@ -962,6 +1119,9 @@ BEGIN
                                ELSE p_error END, 4096),
         updated_at = v_now
     WHERE id = p_id;
+    IF v_status = 'dead_letter' THEN
+        PERFORM public.boardreadyops_release_run_block(p_id, v_now);
+    END IF;
     RETURN v_status;
 END;
 $$;
@@ -1051,7 +1211,7 @@ CREATE FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_i
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
-    IF (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete')) IS NOT FALSE
+    IF (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) IS NOT FALSE
         AND (p_generation >= 0) IS NOT FALSE
         AND (jsonb_typeof(p_payload) = 'object' AND pg_column_size(p_payload) <= 8192) IS NOT FALSE
         AND (p_status IN ('available', 'leased', 'completed', 'dead_letter', 'reconciliation_required')) IS NOT FALSE
@@ -1067,7 +1227,7 @@ BEGIN
             || coalesce(':' || p_execution_attempt_id::text, '')
             || CASE WHEN p_generation > 0 THEN ':g' || p_generation::text ELSE '' END) IS NOT FALSE
         AND ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) IS NOT FALSE
-        AND (p_generation = 0 OR p_effect_type = 'github.workflow.dispatch') IS NOT FALSE
+        AND (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) IS NOT FALSE
         AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
             AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
         AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE
@@ -1076,7 +1236,7 @@ BEGIN
         RETURN true;
     END IF;
     -- A rule is false: name it.
-    IF NOT (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete')) THEN
+    IF NOT (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_effect_type_check');
     END IF;
     IF NOT (p_generation >= 0) THEN
@@ -1118,7 +1278,7 @@ BEGIN
     IF NOT ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_attempt_check');
     END IF;
-    IF NOT (p_generation = 0 OR p_effect_type = 'github.workflow.dispatch') THEN
+    IF NOT (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_generation_effect_check');
     END IF;
     IF NOT ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)

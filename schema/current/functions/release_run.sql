@@ -2,6 +2,42 @@
 -- PostgreSQL 15 and dumped with pg_dump --schema-only. For reading and review only: the
 -- migrations are the only thing applied. Do not edit.
 
+-- FUNCTION boardreadyops_release_run_block(bigint, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+    run public.release_runs;
+    att public.execution_attempts;
+BEGIN
+    SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_outbox_id;
+    IF NOT FOUND OR r.status NOT IN ('dead_letter', 'reconciliation_required') THEN
+        RETURN;
+    END IF;
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
+    IF r.effect_type = 'github.workflow.dispatch' THEN
+        SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id;
+        IF att.number <> run.current_attempt OR att.status <> 'dispatching' OR run.status NOT IN ('dispatching', 'blocked') THEN
+            RETURN; -- not the run's current dispatch any more
+        END IF;
+        UPDATE public.release_runs SET status = 'blocked', updated_at = v_now WHERE id = run.id;
+        PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id,
+            CASE r.status WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END,
+            NULL, r.traceparent, v_now);
+    ELSIF r.effect_type = 'github.check_run.create' AND run.status = 'check_pending' THEN
+        -- No check run to tell: the run is blocked for operators (brops) to see.
+        UPDATE public.release_runs SET status = 'blocked', updated_at = v_now WHERE id = run.id;
+    END IF;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_create(bigint, bigint, text, text, text, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
@@ -109,6 +145,224 @@ REVOKE ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_i
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_create_from_push(p_job_id bigint, p_worker text, p_default_workflow_file text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_enqueue_check_run(uuid, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    att public.execution_attempts;
+    v_full_name text;
+    v_state text := p_state;
+    v_blocker text;
+    v_reason text;
+    v_url text;
+    v_attempts jsonb;
+    v_total integer;
+    v_generation integer;
+    v_id bigint;
+BEGIN
+    IF p_state IS NOT NULL AND p_state NOT IN ('dispatching', 'running', 'succeeded', 'failed', 'cancelled',
+                                               'dispatch_failed', 'dispatch_unknown', 'retrying') THEN
+        RAISE EXCEPTION 'unknown check run state %', p_state USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
+    IF NOT FOUND OR run.check_run_id IS NULL THEN
+        RETURN NULL; -- no check run to update (yet)
+    END IF;
+    SELECT * INTO att FROM public.execution_attempts a WHERE a.release_run_id = run.id AND a.number = run.current_attempt;
+    IF v_state IS NULL THEN
+        v_state := CASE run.status WHEN 'running' THEN 'running' WHEN 'succeeded' THEN 'succeeded'
+                                   WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled'
+                                   WHEN 'blocked' THEN NULL ELSE 'dispatching' END;
+    END IF;
+    IF v_state IS NULL OR v_state IN ('dispatch_failed', 'dispatch_unknown') THEN
+        -- What blocks the run: a dispatch awaiting reconciliation outranks a dead letter (it is
+        -- never retried blindly).
+        SELECT o.status, o.last_error INTO v_blocker, v_reason
+        FROM public.control_plane_outbox o
+        WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')
+        ORDER BY o.status = 'reconciliation_required' DESC, o.id DESC
+        LIMIT 1;
+        v_state := coalesce(v_state, CASE v_blocker WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END);
+    END IF;
+    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
+    SELECT w.workflow_run_url INTO v_url FROM public.execution_attempt_workflow_runs w WHERE w.execution_attempt_id = att.id;
+    SELECT count(*) INTO v_total FROM public.execution_attempts a WHERE a.release_run_id = run.id;
+    -- The newest 8 attempts, oldest first: the payload stays far below its 8 KiB bound.
+    SELECT coalesce(jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+               'number', a.number, 'status', a.status, 'workflow_run_id', a.workflow_run_id,
+               'workflow_run_url', w.workflow_run_url, 'run_attempt', w.workflow_run_attempt,
+               'conclusion', a.conclusion, 'started_at', coalesce(w.started_at, a.dispatched_at),
+               'completed_at', a.completed_at)) ORDER BY a.number), '[]'::jsonb)
+    INTO v_attempts
+    FROM (SELECT * FROM public.execution_attempts x WHERE x.release_run_id = run.id ORDER BY x.number DESC LIMIT 8) a
+    LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = a.id;
+
+    SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
+    FROM public.control_plane_outbox o
+    WHERE o.effect_type = 'github.check_run.complete' AND o.execution_attempt_id = att.id;
+    INSERT INTO public.control_plane_outbox (
+        effect_type, idempotency_key, generation, payload, max_attempts, available_at,
+        release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
+    VALUES (
+        'github.check_run.complete',
+        'github.check_run.complete:' || run.id::text || ':' || att.id::text
+            || CASE WHEN v_generation > 0 THEN ':g' || v_generation::text ELSE '' END,
+        v_generation,
+        jsonb_strip_nulls(jsonb_build_object(
+            'release_run_id', run.id, 'execution_attempt_id', att.id, 'attempt_number', att.number,
+            'installation_id', run.installation_id, 'repository_full_name', v_full_name,
+            'check_run_id', run.check_run_id, 'state', v_state,
+            'tag', substr(run.ref, length('refs/tags/') + 1), 'head_sha', run.head_sha,
+            'workflow_file', run.workflow_file,
+            'reason', CASE WHEN v_state IN ('dispatch_failed', 'dispatch_unknown') THEN left(v_reason, 800) END,
+            'notice', left(p_notice, 500),
+            'retry', CASE WHEN v_state = 'dispatch_failed' THEN true END,
+            'details_url', v_url, 'attempts', v_attempts, 'attempts_total', v_total,
+            -- what a dispatcher of the previous release reads
+            'conclusion', CASE v_state WHEN 'succeeded' THEN 'success' WHEN 'cancelled' THEN 'cancelled'
+                                       WHEN 'failed' THEN 'failure' WHEN 'dispatch_failed' THEN 'failure' END,
+            'workflow_run_id', att.workflow_run_id, 'workflow_run_url', v_url)),
+        10, v_now, run.id, att.id, run.installation_id, p_traceparent, v_now, v_now)
+    RETURNING id INTO v_id;
+    -- The newest state wins: an older update not sent yet is superseded, never sent after it.
+    UPDATE public.control_plane_outbox o
+    SET status = 'completed', completed_at = v_now, superseded_by = v_id,
+        result = jsonb_build_object('resolution', 'superseded', 'superseded_by', v_id), updated_at = v_now
+    WHERE o.release_run_id = run.id AND o.effect_type = 'github.check_run.complete' AND o.status = 'available'
+      AND o.id <> v_id;
+    RETURN v_id;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_request_from_check_run(bigint, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    j public.control_plane_jobs;
+    i public.webhook_inbox;
+    run public.release_runs;
+    v_cr jsonb;
+    v_ext text;
+    v_login text;
+    v_who text;
+    v_unknown boolean;
+    v_id bigint;
+    v_n integer := 0;
+    v_outbox bigint;
+BEGIN
+    j := public.boardreadyops_job_lock_leased(p_job_id, p_worker);
+    SELECT * INTO i FROM public.webhook_inbox WHERE id = j.inbox_id;
+    IF i.event IS DISTINCT FROM 'check_run' OR i.action NOT IN ('rerequested', 'requested_action') OR i.repository_id IS NULL THEN
+        RAISE EXCEPTION 'job % is not a check_run rerequested or requested_action delivery', p_job_id USING ERRCODE = 'BR005';
+    END IF;
+    v_cr := i.payload -> 'check_run';
+    v_ext := v_cr ->> 'external_id';
+    IF v_ext IS NULL OR v_ext !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RETURN QUERY SELECT 'unknown'::text, NULL::uuid, NULL::bigint;
+        RETURN;
+    END IF;
+    SELECT * INTO run FROM public.release_runs r WHERE r.id = v_ext::uuid FOR UPDATE;
+    IF NOT FOUND OR run.repository_id IS DISTINCT FROM i.repository_id
+       OR run.check_run_id IS DISTINCT FROM (v_cr ->> 'id')::bigint OR (v_cr ->> 'name') IS DISTINCT FROM p_check_run_name THEN
+        RETURN QUERY SELECT 'unknown'::text, NULL::uuid, NULL::bigint;
+        RETURN;
+    END IF;
+    v_login := nullif(v_cr ->> 'sender_login', '');
+    v_who := coalesce('@' || v_login, 'someone');
+    v_unknown := EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                         WHERE o.release_run_id = run.id AND o.status = 'reconciliation_required');
+
+    IF i.action = 'rerequested' THEN
+        IF run.status IN ('succeeded', 'failed', 'cancelled') THEN
+            RETURN QUERY SELECT 'rerun'::text, run.id, NULL::bigint; -- the caller starts the next attempt
+            RETURN;
+        END IF;
+        v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
+            format('Re-run requested by %s while the release is %s: nothing new was started.%s', v_who,
+                   CASE run.status WHEN 'blocked' THEN 'blocked' WHEN 'running' THEN 'still running' ELSE 'still starting' END,
+                   CASE WHEN run.status = 'blocked' AND NOT v_unknown THEN ' Press Retry to start it again.' ELSE '' END),
+            p_traceparent, v_now);
+        RETURN QUERY SELECT 'answered'::text, run.id, v_outbox;
+        RETURN;
+    END IF;
+
+    -- requested_action: only our "Retry", pressed by a person.
+    IF (v_cr ->> 'requested_action') IS DISTINCT FROM 'retry' OR v_login IS NULL OR (v_cr ->> 'sender_type') = 'Bot' THEN
+        RETURN QUERY SELECT 'ignored'::text, run.id, NULL::bigint;
+        RETURN;
+    END IF;
+    IF run.status = 'blocked' AND NOT v_unknown THEN
+        -- A dead letter never reached GitHub's side effect (or was refused): replaying it is what an
+        -- operator's brops outbox replay does, audited under the GitHub user's name.
+        FOR v_id IN SELECT o.id FROM public.control_plane_outbox o
+                    WHERE o.release_run_id = run.id AND o.status = 'dead_letter' ORDER BY o.id LOOP
+            PERFORM public.boardreadyops_outbox_replay(v_id, 'github:' || v_login,
+                format('Retry pressed on check run %s by GitHub user %s (id %s), delivery %s',
+                       run.check_run_id, v_login, coalesce(v_cr ->> 'sender_id', 'unknown'), i.delivery_id), v_now);
+            v_n := v_n + 1;
+        END LOOP;
+        IF v_n > 0 THEN
+            RETURN QUERY SELECT 'retried'::text, run.id, NULL::bigint;
+            RETURN;
+        END IF;
+    END IF;
+    v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
+        CASE WHEN v_unknown
+             THEN format('Retry requested by %s: it is not known whether the release workflow started, so it is not started again; an operator has been asked to check.', v_who)
+             ELSE format('Retry requested by %s: there is nothing to retry (the release is %s).', v_who, run.status) END,
+        p_traceparent, v_now);
+    RETURN QUERY SELECT 'answered'::text, run.id, v_outbox;
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_unblock(public.control_plane_outbox, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    v_who text;
+BEGIN
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
+    IF NOT FOUND OR run.status <> 'blocked' THEN
+        RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
+               WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')) THEN
+        RETURN; -- something else still blocks it
+    END IF;
+    UPDATE public.release_runs
+    SET status = CASE WHEN run.check_run_id IS NULL THEN 'check_pending' ELSE 'dispatching' END, updated_at = v_now
+    WHERE id = run.id;
+    v_who := CASE WHEN p_operator LIKE 'github:%' THEN 'Retry requested by @' || substr(p_operator, length('github:') + 1)
+                  ELSE 'Operator ' || p_operator || ' resolved it' END;
+    PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'retrying',
+        v_who || ': the release workflow is dispatched again.', r.traceparent, v_now);
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_validate_row(text, text, text, text, bigint, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -120,7 +374,7 @@ BEGIN
         AND (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') IS NOT FALSE
         AND (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
             AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) IS NOT FALSE
-        AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
+        AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'blocked', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
         AND (p_check_run_id > 0) IS NOT FALSE
         AND (p_current_attempt >= 1) IS NOT FALSE
         AND ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
@@ -137,7 +391,7 @@ BEGIN
             AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) THEN
         RETURN public.boardreadyops_row_rule_violation('release_runs', 'release_runs_workflow_file_check');
     END IF;
-    IF NOT (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'succeeded', 'failed', 'cancelled')) THEN
+    IF NOT (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'blocked', 'succeeded', 'failed', 'cancelled')) THEN
         RETURN public.boardreadyops_row_rule_violation('release_runs', 'release_runs_status_check');
     END IF;
     IF NOT (p_check_run_id > 0) THEN

@@ -56,6 +56,12 @@ func (o *ops) dispatch(state string) (int64, string, string) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
+	// The failure blocked the run and enqueued its check-run update (migration 00021): delivered,
+	// as a dispatcher would, so that the queue holds only the dispatch under test.
+	if _, err := o.pool.Exec(o.ctx, `UPDATE control_plane_outbox SET status = 'completed', completed_at = now()
+		WHERE release_run_id = $1 AND effect_type = 'github.check_run.complete' AND status = 'available'`, run); err != nil {
+		o.t.Fatal(err)
+	}
 	e, _ := outbox.Get(o.ctx, o.pool, dispatchID)
 	return dispatchID, run, *e.ExecutionAttemptID
 }

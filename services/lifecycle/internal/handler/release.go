@@ -138,51 +138,59 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	return applied(1), nil
 }
 
-// checkRun: "Re-run" (rerequested) on a BoardReadyOps check run of a finished release run starts
-// the next execution attempt with its own workflow dispatch. Anything else is recorded only.
+// checkRun: "Re-run" (rerequested) and the "Retry" requested action on a BoardReadyOps check run.
+// Re-run of a finished release run starts the next execution attempt with its own workflow
+// dispatch; Re-run of an unfinished one is answered on the check run. Retry replays the run's
+// dead letters (audited under the GitHub user's name) and is answered on the check run when
+// there is nothing it can safely do. Both are decided from stored state by
+// boardreadyops_release_run_request_from_check_run. Anything else is recorded only.
 func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	cr := d.CheckRun
-	if d.Action != "rerequested" || cr.Name != h.cfg.CheckRunName || (h.cfg.AppID != 0 && cr.AppID != h.cfg.AppID) {
+	if (d.Action != "rerequested" && d.Action != "requested_action") || cr.Name != h.cfg.CheckRunName ||
+		(h.cfg.AppID != 0 && cr.AppID != h.cfg.AppID) {
 		return ignored(), nil
 	}
-	var status string
-	var repoID int64
-	var installationID int64
-	var checkRunID *int64
-	err := tx.QueryRow(ctx, `SELECT status, repository_id, installation_id, check_run_id FROM release_runs WHERE id::text = $1`,
-		cr.ExternalID).Scan(&status, &repoID, &installationID, &checkRunID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		h.logger.Info("rerequested check run of an unknown release run; recorded", "external_id", cr.ExternalID, "check_run_id", cr.ID)
-		return ignored(), nil
-	}
+	var outcome string
+	var runID *string
+	var outboxID *int64
+	err := tx.QueryRow(ctx, `SELECT outcome, release_run_id::text, outbox_id
+		FROM boardreadyops_release_run_request_from_check_run($1, $2, $3, $4)`,
+		job.ID, job.Worker, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&outcome, &runID, &outboxID)
 	if err != nil {
-		return Result{}, fmt.Errorf("read release run %s: %w", cr.ExternalID, err)
+		return Result{}, fmt.Errorf("%s on check run %d: %w", d.Action, cr.ID, err)
 	}
-	if repoID != d.Repository.ID || checkRunID == nil || *checkRunID != cr.ID {
-		h.logger.Warn("rerequested check run does not belong to its release run; recorded", "release_run_id", cr.ExternalID, "check_run_id", cr.ID)
+	switch outcome {
+	case "unknown":
+		h.logger.Info("check run request for an unknown release run or check run; recorded",
+			"action", d.Action, "external_id", cr.ExternalID, "check_run_id", cr.ID)
 		return ignored(), nil
-	}
-	if status != "succeeded" && status != "failed" && status != "cancelled" {
-		h.logger.Info("rerequest of a release run still in progress; recorded", "release_run_id", cr.ExternalID, "status", status)
+	case "ignored":
 		return ignored(), nil
+	case "answered":
+		h.logger.Info("check run request answered on the check run", "action", d.Action, "release_run_id", *runID)
+		return applied(1), nil
+	case "retried":
+		h.logger.Info("release run retried from its check run", "release_run_id", *runID, "github_user", cr.SenderLogin)
+		return applied(1), nil
 	}
-	if active, err := installationActive(ctx, tx, installationID); err != nil || !active {
+	// "rerun": a finished run.
+	if active, err := installationActive(ctx, tx, d.InstallationID); err != nil || !active {
 		return ignored(), err
 	}
 	var attemptID string
 	var number int
-	var outboxID *int64
+	var dispatchID *int64
 	err = tx.QueryRow(ctx, `SELECT attempt_id::text, attempt_number, outbox_id FROM boardreadyops_execution_attempt_start_next($1::uuid, $2)`,
-		cr.ExternalID, nullIfEmpty(job.Traceparent)).Scan(&attemptID, &number, &outboxID)
+		*runID, nullIfEmpty(job.Traceparent)).Scan(&attemptID, &number, &dispatchID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "BR005" {
 		return ignored(), nil // raced with another transition: not finished any more
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("start next attempt of run %s: %w", cr.ExternalID, err)
+		return Result{}, fmt.Errorf("start next attempt of run %s: %w", *runID, err)
 	}
-	h.logger.Info("release run re-run", "release_run_id", cr.ExternalID, "execution_attempt_id", attemptID, "attempt", number)
+	h.logger.Info("release run re-run", "release_run_id", *runID, "execution_attempt_id", attemptID, "attempt", number)
 	return applied(1), nil
 }
 
@@ -214,7 +222,13 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 	case "ignored":
 		return ignored(), nil // requested / in_progress, or already finished (a redelivery)
 	case "finished":
-		return applied(0), nil // no check run to complete (cannot happen after a dispatch; defensive)
+		return applied(0), nil // an earlier attempt, or no check run: nothing to show
+	case "followed":
+		// A re-run from the Actions UI of the workflow run BoardReadyOps dispatched: the attempt
+		// runs again and the check run says so.
+		h.logger.Info("workflow run re-run followed", "release_run_id", *runID, "execution_attempt_id", *attemptID,
+			"workflow_run_id", wr.ID, "run_attempt", wr.RunAttempt)
+		return applied(1), nil
 	}
 	h.logger.Info("release attempt finished", "release_run_id", *runID, "execution_attempt_id", *attemptID, "conclusion", wr.Conclusion)
 	return applied(1), nil

@@ -177,7 +177,15 @@ func installationEvent(action string, repos ...eventdoc.RepositoryRef) eventdoc.
 func rerequest(runID string, checkRunID int64) eventdoc.Document {
 	return eventdoc.Document{Event: "check_run", Action: "rerequested", InstallationID: installationID, Repository: repository(),
 		CheckRun: &eventdoc.CheckRun{ID: checkRunID, ExternalID: runID, AppID: appID, HeadSHA: sha, Name: "BoardReadyOps release",
-			Status: "completed", Conclusion: "failure"}}
+			Status: "completed", Conclusion: "failure", SenderLogin: "octocat", SenderID: 583231, SenderType: "User"}}
+}
+
+// requestedAction is the check_run requested_action delivery of the button identifier.
+func requestedAction(runID string, checkRunID int64, identifier string) eventdoc.Document {
+	d := rerequest(runID, checkRunID)
+	d.Action = "requested_action"
+	d.CheckRun.RequestedAction = identifier
+	return d
 }
 
 func workflowRun(action string, id int64, conclusion string) eventdoc.Document {

@@ -132,12 +132,19 @@ func TestReleaseLifecycleAndRerun(t *testing.T) {
 		t.Fatalf("after dispatch: run %s attempt %s #%d", r, a, n)
 	}
 
-	// A rerequest while the run is still running is recorded, nothing more.
+	// A rerequest while the run is still running starts nothing and is answered on the check run.
 	job := b.deliver(rerequest(run, 4001))
 	b.drain()
 	if b.jobStatus(job) != "completed" || b.count(`SELECT count(*) FROM execution_attempts`) != 1 {
 		t.Fatal("rerequest of a running run started an attempt")
 	}
+	var notice string
+	if err := b.pool.QueryRow(b.ctx, `SELECT payload->>'notice' FROM control_plane_outbox
+		WHERE effect_type = 'github.check_run.complete' ORDER BY id DESC LIMIT 1`).Scan(&notice); err != nil ||
+		!strings.Contains(notice, "Re-run requested by @octocat while the release is still running") {
+		t.Fatalf("rerequest answer %q (%v)", notice, err)
+	}
+	b.completeEffects(0, 0)
 
 	b.deliver(workflowRun("in_progress", 9001, ""))
 	b.deliver(workflowRun("completed", 9001, "failure"))
@@ -146,12 +153,12 @@ func TestReleaseLifecycleAndRerun(t *testing.T) {
 		t.Fatalf("after failure: run %s attempt %s", r, a)
 	}
 	var payload json.RawMessage
-	if err := b.pool.QueryRow(b.ctx, `SELECT payload FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'`).Scan(&payload); err != nil {
+	if err := b.pool.QueryRow(b.ctx, `SELECT payload FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete' ORDER BY id DESC LIMIT 1`).Scan(&payload); err != nil {
 		t.Fatal(err)
 	}
 	var p map[string]any
 	_ = json.Unmarshal(payload, &p)
-	if p["conclusion"] != "failure" || p["check_run_id"] != float64(4001) || p["summary"] == "" {
+	if p["conclusion"] != "failure" || p["state"] != "failed" || p["check_run_id"] != float64(4001) || p["tag"] != "v1.0.0" {
 		t.Fatalf("check run completion payload %s", payload)
 	}
 	b.completeEffects(0, 0)
@@ -161,6 +168,9 @@ func TestReleaseLifecycleAndRerun(t *testing.T) {
 	b.drain()
 	if r, a, n := b.runStatus(run); r != "dispatching" || a != "dispatching" || n != 2 {
 		t.Fatalf("after re-run: run %s attempt %s #%d", r, a, n)
+	}
+	if state, notice, _ := b.latestCheckRunUpdate(); state != "dispatching" || notice != "Re-run: attempt 2 is starting." {
+		t.Fatalf("check run after the re-run: %s %q", state, notice)
 	}
 	var keys []string
 	rows, _ := b.pool.Query(b.ctx, `SELECT idempotency_key FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' ORDER BY id`)
@@ -258,7 +268,7 @@ func TestConclusionMapping(t *testing.T) {
 				t.Fatalf("run %s, want %s", r, tt.run)
 			}
 			var check string
-			if err := b.pool.QueryRow(b.ctx, `SELECT payload->>'conclusion' FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'`).Scan(&check); err != nil || check != tt.check {
+			if err := b.pool.QueryRow(b.ctx, `SELECT payload->>'conclusion' FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete' ORDER BY id DESC LIMIT 1`).Scan(&check); err != nil || check != tt.check {
 				t.Fatalf("check conclusion %q (%v), want %s", check, err, tt.check)
 			}
 		})

@@ -15,8 +15,13 @@ type NoopGitHub struct{}
 func (NoopGitHub) FindOrCreateCheckRun(context.Context, githubapp.CheckRun) (int64, bool, error) {
 	return 1, true, nil
 }
-func (NoopGitHub) DispatchWorkflow(context.Context, githubapp.Dispatch) (int64, error) { return 0, nil }
-func (NoopGitHub) CompleteCheckRun(context.Context, githubapp.Completion) error        { return nil }
+func (NoopGitHub) DispatchWorkflowRun(context.Context, githubapp.Dispatch) (githubapp.DispatchedRun, error) {
+	return githubapp.DispatchedRun{}, nil
+}
+func (NoopGitHub) UpdateCheckRun(context.Context, githubapp.CheckRunUpdate) error { return nil }
+func (NoopGitHub) GetWorkflowRun(context.Context, int64, string, int64) (githubapp.WorkflowRun, error) {
+	return githubapp.WorkflowRun{}, nil
+}
 
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/boardreadyops/cloud/pkg/checkrun"
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
@@ -22,8 +23,9 @@ import (
 // the queue machinery substitutes a no-op).
 type GitHub interface {
 	FindOrCreateCheckRun(ctx context.Context, cr githubapp.CheckRun) (int64, bool, error)
-	DispatchWorkflow(ctx context.Context, d githubapp.Dispatch) (int64, error)
-	CompleteCheckRun(ctx context.Context, c githubapp.Completion) error
+	DispatchWorkflowRun(ctx context.Context, d githubapp.Dispatch) (githubapp.DispatchedRun, error)
+	UpdateCheckRun(ctx context.Context, u githubapp.CheckRunUpdate) error
+	GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (githubapp.WorkflowRun, error)
 }
 
 // payload is the union of the three effect payloads (lifecycle and the SQL functions write them).
@@ -40,10 +42,15 @@ type payload struct {
 	ExternalID         string `json:"external_id"`
 	WorkflowFile       string `json:"workflow_file"`
 	CheckRunID         int64  `json:"check_run_id"`
+	WorkflowRunID      int64  `json:"workflow_run_id"`
 	Conclusion         string `json:"conclusion"`
 	Title              string `json:"title"`
 	Summary            string `json:"summary"`
 	WorkflowRunURL     string `json:"workflow_run_url"`
+	// State is set on check-run updates written since migration 00021 (the rest of
+	// checkrun.State is decoded from the same payload); without it the effect is the earlier
+	// finished completion (conclusion, title, summary).
+	State string `json:"state"`
 }
 
 // Outcomes of one delivery (metric label values, a closed set).
@@ -77,10 +84,12 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 	}
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
+		start := checkrun.Render(checkrun.State{State: checkrun.StateDispatching,
+			Tag: nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), HeadSHA: p.HeadSHA, WorkflowFile: p.WorkflowFile})
 		id, _, err := d.github.FindOrCreateCheckRun(ctx, githubapp.CheckRun{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
-			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
+			Title: start.Title, Summary: start.Summary,
 		})
 		if err != nil {
 			return d.failed(ctx, e, err, true)
@@ -94,7 +103,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		}
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	case outbox.EffectWorkflowDispatch:
-		runID, err := d.github.DispatchWorkflow(ctx, githubapp.Dispatch{
+		run, err := d.github.DispatchWorkflowRun(ctx, githubapp.Dispatch{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, WorkflowFile: p.WorkflowFile, Ref: p.Ref,
 			Inputs: map[string]string{"release_run_id": p.ReleaseRunID, "execution_attempt_id": p.ExecutionAttemptID},
 		})
@@ -102,8 +111,9 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			return d.failed(ctx, e, err, false)
 		}
 		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
-			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, runID, report)
+			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, run.ID, run.HTMLURL, report)
 		}))
+		runID := run.ID
 		if errors.Is(err, sqlstate.ErrCannotAdvance) {
 			// GitHub created the run, but the attempt cannot take it: an operator decides.
 			rerr := d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID,
@@ -116,11 +126,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		}
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	case outbox.EffectCheckRunComplete:
-		err := d.github.CompleteCheckRun(ctx, githubapp.Completion{
-			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, CheckRunID: p.CheckRunID,
-			Name: nonEmpty(p.Name, d.cfg.CheckRunName), Conclusion: p.Conclusion, Title: nonEmpty(p.Title, "Release "+p.Conclusion),
-			Summary: p.Summary, DetailsURL: p.WorkflowRunURL,
-		})
+		err := d.github.UpdateCheckRun(ctx, d.checkRunUpdate(e, p))
 		if err != nil {
 			return d.failed(ctx, e, err, true)
 		}
@@ -128,9 +134,46 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
 		}))
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
+	case outbox.EffectWorkflowRunRead:
+		run, err := d.github.GetWorkflowRun(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowRunID)
+		if err != nil {
+			return d.failed(ctx, e, err, true)
+		}
+		var result string
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_run_read", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
+			d.store.QueueCompleteWorkflowRunRead(b, e.ID, d.cfg.WorkerID, outbox.WorkflowRunRead{Status: run.Status,
+				Conclusion: run.Conclusion, RunAttempt: run.RunAttempt, HTMLURL: run.HTMLURL}, func(outcome string, err error) {
+				result = outcome
+				report(err)
+			})
+		}))
+		if result == "finished" {
+			d.Wake() // the check-run update it enqueued is due now
+		}
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}
 	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 		"unknown effect type "+e.EffectType), OutcomeDeadLetter))
+}
+
+// checkRunUpdate is the PATCH a check-run effect asks for: rendered from the run's state, or,
+// for an effect written before migration 00021, the finished completion it carries.
+func (d *Dispatcher) checkRunUpdate(e outbox.Effect, p payload) githubapp.CheckRunUpdate {
+	u := githubapp.CheckRunUpdate{InstallationID: e.InstallationID, Repository: p.RepositoryFullName, CheckRunID: p.CheckRunID,
+		Name: nonEmpty(p.Name, d.cfg.CheckRunName)}
+	var s checkrun.State
+	if p.State == "" || json.Unmarshal(e.Payload, &s) != nil {
+		u.Status, u.Conclusion = "completed", p.Conclusion
+		u.Title, u.Summary, u.DetailsURL = nonEmpty(p.Title, "Release "+p.Conclusion), p.Summary, p.WorkflowRunURL
+		return u
+	}
+	o := checkrun.Render(s)
+	u.Status, u.Conclusion, u.Title, u.Summary, u.Text, u.DetailsURL = o.Status, o.Conclusion, o.Title, o.Summary, o.Text, o.DetailsURL
+	u.Actions = make([]githubapp.CheckRunAction, 0, len(o.Actions))
+	for _, a := range o.Actions {
+		u.Actions = append(u.Actions, githubapp.CheckRunAction(a))
+	}
+	return u
 }
 
 // commit runs one state-machine call through the group committer. The batch runs outside the

@@ -205,15 +205,26 @@ func TestEveryEffectHappyPath(t *testing.T) {
 	if e.sim.Dispatches(attempt) != 1 {
 		t.Fatalf("%d dispatches", e.sim.Dispatches(attempt))
 	}
-	// The run finishes: lifecycle would enqueue the completion.
-	if _, _, err := (&outbox.Store{}).Enqueue(e.ctx, e.pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete,
-		ReleaseRunID: run, ExecutionAttemptID: attempt, InstallationID: 55501, Payload: map[string]any{
-			"repository_full_name": "octo-org/hello-world", "check_run_id": checkRun, "conclusion": "success",
-			"title": "Release succeeded", "summary": "Attempt 1 succeeded."}}); err != nil {
+	// The dispatch's completion updated the check run: running, linked to the workflow run.
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
+	c := e.sim.CheckRuns(run)[0]
+	wantURL := fmt.Sprintf("https://github.com/octo-org/hello-world/actions/runs/%d", wfRun)
+	if c.Status != "in_progress" || c.DetailsURL != wantURL || c.Output.Title == nil || !strings.Contains(*c.Output.Title, "v1.0.0") {
+		t.Fatalf("check run after the dispatch %+v", c)
+	}
+	// The run finishes: lifecycle would enqueue the completion (the same function).
+	if _, err := e.pool.Exec(e.ctx, `UPDATE execution_attempts SET status = 'succeeded', conclusion = 'success', completed_at = now() WHERE id = $1`, attempt); err != nil {
 		t.Fatal(err)
 	}
-	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
-	if c := e.sim.CheckRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" {
+	if _, err := e.pool.Exec(e.ctx, `UPDATE release_runs SET status = 'succeeded', completed_at = now() WHERE id = $1`, run); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, 'succeeded', NULL, NULL)`, run); err != nil {
+		t.Fatal(err)
+	}
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
+	if c := e.sim.CheckRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" || c.DetailsURL != wantURL ||
+		!strings.Contains(*c.Output.Title, "v1.0.0") || c.Output.Text == nil || !strings.Contains(*c.Output.Text, wantURL) {
 		t.Fatalf("check run %+v", c)
 	}
 }
@@ -371,7 +382,7 @@ func TestThreeDispatchersNoDuplicates(t *testing.T) {
 		go func() { defer wg.Done(); _ = d.Run(ctx) }()
 	}
 	deadline := time.Now().Add(120 * time.Second)
-	for e.count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 2*runs {
+	for e.count(`SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) < 3*runs {
 		if time.Now().After(deadline) {
 			cancel()
 			t.Fatalf("not delivered in time: %v", e.statuses())
@@ -380,7 +391,9 @@ func TestThreeDispatchersNoDuplicates(t *testing.T) {
 	}
 	cancel()
 	wg.Wait()
-	if st := e.statuses(); len(st) != 2 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs {
+	// Three effects a run: the creation, the dispatch and the check run's update to running.
+	if st := e.statuses(); len(st) != 3 || st["github.check_run.create/completed"] != runs || st["github.workflow.dispatch/completed"] != runs ||
+		st["github.check_run.complete/completed"] != runs {
 		t.Fatalf("outbox %v", st)
 	}
 	if n := e.sim.CheckRunCount(); n != runs {

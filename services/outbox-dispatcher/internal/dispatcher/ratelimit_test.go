@@ -172,7 +172,9 @@ func TestRateLimitBlockIsSharedByReplicas(t *testing.T) {
 	})
 	defer stop()
 	e.waitFor("every run dispatched", func() bool {
-		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 2*runs
+		// Running, and the check-run update each dispatch enqueued delivered too.
+		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 2*runs &&
+			e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`) == 0
 	})
 	stop()
 	var limitedAt time.Time
