@@ -38,13 +38,14 @@ envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-
 	@hack/envtest/build-binaries.sh >/dev/null
 
 .PHONY: test-rules
-test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
+test-rules: ## Check (lint: --lint=all --lint-fatal) and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
 	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus (Debian) provides it"; exit 1; }
-	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
+	cd charts/boardreadyops/rules && promtool check rules --lint=all --lint-fatal boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) and govulncheck in every module; no tracked file over 1 MiB
+lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) and govulncheck in every module; promtool's rule lint; no tracked file over 1 MiB
 	@hack/check-file-sizes.sh
+	@$(MAKE) -s test-rules
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS)/golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
