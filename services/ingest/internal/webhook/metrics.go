@@ -24,7 +24,7 @@ const EventOther = "other"
 // NewMetrics registers ingest's metrics on reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		deliveries: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "boardreadyops_ingest_deliveries_total",
 			Help: "Webhook deliveries received, by event (handled events, else \"other\") and result.",
@@ -39,6 +39,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Webhook requests being handled now.",
 		}),
 	}
+	// Every series of the closed label sets exists from the start, so that idle reads 0.
+	for _, result := range Results {
+		m.duration.WithLabelValues(result)
+		for _, event := range append(append([]string(nil), eventdoc.HandledEvents...), EventOther) {
+			m.deliveries.WithLabelValues(event, result)
+		}
+	}
+	return m
 }
 
 func (m *Metrics) observe(ctx context.Context, event, result string, seconds float64) {

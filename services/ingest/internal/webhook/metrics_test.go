@@ -24,9 +24,7 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 		events[ev] = true
 	}
 	results := map[string]bool{}
-	for _, r := range []string{webhook.ResultAccepted, webhook.ResultDuplicate, webhook.ResultIgnored, webhook.ResultRejectedSignature,
-		webhook.ResultRejectedHeaders, webhook.ResultRejectedContentType, webhook.ResultRejectedPayload, webhook.ResultRejectedTooLarge,
-		webhook.ResultRejectedMethod, webhook.ResultOverloaded, webhook.ResultUnavailable} {
+	for _, r := range webhook.Results {
 		results[r] = true
 	}
 	allowed := map[string]map[string]bool{"event": events, "result": results}

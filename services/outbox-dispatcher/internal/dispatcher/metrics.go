@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
 )
@@ -39,12 +40,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
 			Help: "Expired outbox leases recovered, by the state they moved to."},
+		RecoveredStates: []string{outbox.StatusAvailable, outbox.StatusDeadLetter, outbox.StatusReconciliationRequired},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed
 	}
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		queue: queue,
 		lag: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "boardreadyops_outbox_lag_seconds",
@@ -84,6 +86,34 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "boardreadyops_github_installations_paced",
 			Help: "Installations held back now by per-installation pacing (a delivery in flight at the limit, or the mutation interval not over).",
 		}),
+	}
+	m.initSeries()
+	return m
+}
+
+// outcomes is the closed set of the outcome label.
+var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeDeferred, OutcomeDeadLetter,
+	OutcomeReconciliationRequired, OutcomeLeaseLost, OutcomeStoreFailed}
+
+// githubOperations are the GitHub operations the dispatcher performs (the operation label).
+var githubOperations = []string{githubapp.OpListCheckRuns, githubapp.OpCreateCheckRun, githubapp.OpUpdateCheckRun,
+	githubapp.OpDispatchWorkflow}
+
+// initSeries creates every series of the closed label sets, so that an idle dispatcher exports
+// 0 (and empty histograms) rather than nothing.
+func (m *Metrics) initSeries() {
+	for _, et := range outbox.EffectTypes {
+		m.lag.WithLabelValues(et)
+		m.deferrals.WithLabelValues(et)
+		for _, o := range outcomes {
+			m.processed.WithLabelValues(et, o)
+		}
+	}
+	for _, op := range githubOperations {
+		m.requestTime.WithLabelValues(op)
+		for _, class := range githubapp.StatusClasses {
+			m.requests.WithLabelValues(op, class)
+		}
 	}
 }
 
