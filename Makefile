@@ -114,6 +114,12 @@ cluster-down: ## Stop the cluster of make cluster-up and remove what it left (pr
 test-cluster: ## End-to-end test on a real single-node cluster (root; not part of make test): images, helm install, scaling, upgrade, uninstall
 	go test -tags cluster -count=1 -v -timeout 50m ./hack/test/cluster
 
+.PHONY: test-monitoring
+test-monitoring: ## Live test (no root, not part of make test): Prometheus and Alertmanager (Debian) scrape the real services under load; panels, rules, alerts, notifications
+	@command -v prometheus >/dev/null || { echo "prometheus not found: apt-get install prometheus (Debian)"; exit 1; }
+	@command -v prometheus-alertmanager >/dev/null || { echo "prometheus-alertmanager not found: apt-get install prometheus-alertmanager (Debian)"; exit 1; }
+	set -o pipefail; go test -tags monitoring -count=1 -v -timeout 15m ./hack/test/monitoring 2>&1 | grep -v 'points ('
+
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart README's value table from values.yaml comments
 	go test ./charts/charttest -run TestReadmeListsEveryValue -count=1 -update
