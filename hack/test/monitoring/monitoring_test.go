@@ -43,7 +43,7 @@ type product struct {
 // with the GitHub simulator running the dispatched workflows and sending their webhooks back.
 func startProduct(t *testing.T, dir string) *product {
 	t.Helper()
-	if err := proctest.Build(dir, "ingest", "lifecycle", "outbox-dispatcher"); err != nil {
+	if err := proctest.Build(dir, "ingest", "lifecycle", "outbox-dispatcher", "operator"); err != nil {
 		t.Fatal(err)
 	}
 	dbURL := pgtest.NewURL(t)
@@ -91,6 +91,15 @@ func startProduct(t *testing.T, dir string) *product {
 	for _, proc := range p.procs {
 		proc.WaitReady(t)
 	}
+	// The operator in local mode evaluates the broker triggers from the dispatcher's metrics
+	// and serves its own.
+	addr := proctest.FreeAddr(t)
+	op := &proctest.Process{Name: "operator", Bin: filepath.Join(dir, "operator"), MetricsAddr: addr,
+		Args: []string{"evaluate", "--scrape", "http://" + p.procs["outbox-dispatcher"].MetricsAddr + "/metrics",
+			"--interval", "1s", "--metrics-addr", addr}}
+	op.Start(t)
+	op.WaitReady(t)
+	p.procs["operator"] = op
 	return p
 }
 

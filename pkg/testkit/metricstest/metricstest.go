@@ -23,10 +23,16 @@ func Scrape(tb testing.TB, g prometheus.Gatherer) map[string]float64 {
 	tb.Helper()
 	rec := httptest.NewRecorder()
 	promhttp.HandlerFor(g, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return ParseText(tb, rec.Body.String())
+}
+
+// ParseText parses a /metrics answer in the text exposition format as Scrape does.
+func ParseText(tb testing.TB, text string) map[string]float64 {
+	tb.Helper()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(rec.Body.String()))
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
 	if err != nil {
-		tb.Fatalf("parse /metrics: %v\n%s", err, rec.Body.String())
+		tb.Fatalf("parse /metrics: %v\n%s", err, text)
 	}
 	series := map[string]float64{}
 	for name, mf := range families {
