@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -86,7 +87,8 @@ var labelValuesQuery = regexp.MustCompile(`^\s*label_values\(\s*(?:(.*?)\s*,\s*)
 
 // variableValues resolves the dashboard's variables as Grafana would on opening it: a query
 // variable by asking Prometheus for its label values (all of them, as a regex alternation, when
-// it is multi-valued or has All; else the first), a datasource variable to the one Prometheus,
+// it is multi-valued or has All; else its saved current value when Prometheus has it, else the
+// first in order), a datasource variable to the one Prometheus,
 // custom and constant ones to their current or first value.
 func variableValues(t *testing.T, prom string, d dashboard) map[string]string {
 	t.Helper()
@@ -124,9 +126,14 @@ func variableValues(t *testing.T, prom string, d dashboard) map[string]string {
 				t.Fatalf("%s: variable %s (%s) has no values in Prometheus", d.file, v.Name, q)
 			}
 			sort.Strings(values)
-			if v.Multi || v.IncludeAll {
+			var cur string
+			_ = json.Unmarshal(v.Current.Value, &cur)
+			switch {
+			case v.Multi || v.IncludeAll:
 				vals[v.Name] = "(" + strings.Join(values, "|") + ")"
-			} else {
+			case slices.Contains(values, cur):
+				vals[v.Name] = cur // the dashboard's saved selection
+			default:
 				vals[v.Name] = values[0]
 			}
 		default: // custom, constant, interval, textbox
