@@ -38,13 +38,14 @@ envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-
 	@hack/envtest/build-binaries.sh >/dev/null
 
 .PHONY: test-rules
-test-rules: ## Check and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
+test-rules: ## Check (lint: --lint=all --lint-fatal) and unit-test the Prometheus alert rules with promtool (Debian: apt-get install prometheus)
 	@command -v promtool >/dev/null || { echo "promtool not found: apt-get install prometheus (Debian) provides it"; exit 1; }
-	cd charts/boardreadyops/rules && promtool check rules boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
+	cd charts/boardreadyops/rules && promtool check rules --lint=all --lint-fatal boardreadyops.rules.yml && promtool test rules boardreadyops.rules.test.yml
 
 .PHONY: lint
-lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) and govulncheck in every module; no tracked file over 1 MiB
+lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: staticcheck, errorlint, gocritic, revive, ...) and govulncheck in every module; promtool's rule lint; no tracked file over 1 MiB
 	@hack/check-file-sizes.sh
+	@$(MAKE) -s test-rules
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS)/golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
@@ -117,6 +118,12 @@ cluster-down: ## Stop the cluster of make cluster-up and remove what it left (pr
 .PHONY: test-cluster
 test-cluster: ## End-to-end test on a real single-node cluster (root; not part of make test): images, helm install, scaling, upgrade, uninstall
 	go test -tags cluster -count=1 -v -timeout 50m ./hack/test/cluster
+
+.PHONY: test-monitoring
+test-monitoring: ## Live test (no root, not part of make test): Prometheus and Alertmanager (Debian) scrape the real services under load; panels, rules, alerts, notifications
+	@command -v prometheus >/dev/null || { echo "prometheus not found: apt-get install prometheus (Debian)"; exit 1; }
+	@command -v prometheus-alertmanager >/dev/null || { echo "prometheus-alertmanager not found: apt-get install prometheus-alertmanager (Debian)"; exit 1; }
+	set -o pipefail; go test -tags monitoring -count=1 -v -timeout 15m ./hack/test/monitoring 2>&1 | grep -v 'points ('
 
 .PHONY: chart-docs
 chart-docs: ## Regenerate the chart README's value table from values.yaml comments

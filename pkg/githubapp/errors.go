@@ -278,6 +278,9 @@ func containsAny(s string, subs []string) bool {
 	return false
 }
 
+// StatusClasses is the closed set StatusClass returns from.
+var StatusClasses = []string{"2xx", "3xx", "4xx", "5xx", "rate_limited", "error"}
+
 // StatusClass is the closed-set metric label for a request's outcome.
 func StatusClass(status int, err error) string {
 	switch {

@@ -31,6 +31,9 @@ type MetricsConfig struct {
 	ClaimDuration Desc
 	// Recovered is the counter of expired leases recovered (label "state").
 	Recovered Desc
+	// RecoveredStates is the closed set of states a recovered row can move to: the counter starts
+	// at 0 for each, so that none recovered reads 0, not no data. Optional.
+	RecoveredStates []string
 }
 
 func (c MetricsConfig) validate() error {
@@ -73,7 +76,7 @@ func NewMetrics(reg prometheus.Registerer, cfg MetricsConfig) (*Metrics, error) 
 		return nil, err
 	}
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		States: f.NewGaugeVec(prometheus.GaugeOpts{Name: cfg.States.Name, Help: cfg.States.Help}, []string{"state"}),
 		OldestAvailableAge: f.NewGauge(prometheus.GaugeOpts{
 			Name: cfg.OldestAvailableAge.Name, Help: cfg.OldestAvailableAge.Help,
@@ -83,7 +86,15 @@ func NewMetrics(reg prometheus.Registerer, cfg MetricsConfig) (*Metrics, error) 
 		}),
 		Recovered: f.NewCounterVec(prometheus.CounterOpts{Name: cfg.Recovered.Name, Help: cfg.Recovered.Help}, []string{"state"}),
 		states:    append([]string(nil), cfg.StateValues...),
-	}, nil
+	}
+	// Every series of the closed sets exists from the start: an idle queue reads 0, not absent.
+	for _, state := range cfg.StateValues {
+		m.States.WithLabelValues(state)
+	}
+	for _, state := range cfg.RecoveredStates {
+		m.Recovered.WithLabelValues(state)
+	}
+	return m, nil
 }
 
 // SetStats sets the gauges from one statistics query: counts in the order of

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/boardreadyops/cloud/pkg/queuerun"
+	"github.com/boardreadyops/cloud/pkg/testkit/metricstest"
 )
 
 var testMetricsConfig = queuerun.MetricsConfig{
@@ -92,4 +93,19 @@ func TestNewMetricsValidates(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A fresh registry exports every state and every recovered state at 0: an idle queue reads 0,
+// not no data.
+func TestMetricsStartAtZero(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	cfg := testMetricsConfig
+	cfg.RecoveredStates = []string{"available", "dead_letter"}
+	if _, err := queuerun.NewMetrics(reg, cfg); err != nil {
+		t.Fatal(err)
+	}
+	scraped := metricstest.Scrape(t, reg)
+	metricstest.RequireZero(t, scraped, "boardreadyops_test_items", map[string][]string{"state": {"available", "leased"}})
+	metricstest.RequireZero(t, scraped, "boardreadyops_test_leases_recovered_total", map[string][]string{"state": {"available", "dead_letter"}})
 }

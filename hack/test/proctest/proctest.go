@@ -62,6 +62,7 @@ func (l *LockedBuffer) String() string {
 // accumulates in Log across restarts.
 type Process struct {
 	Name, Bin   string
+	Args        []string // command-line arguments
 	Env         []string
 	MetricsAddr string // where /readyz is served
 	Log         LockedBuffer
@@ -77,7 +78,7 @@ func (p *Process) Start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	cmd := exec.Command(p.Bin)
+	cmd := exec.Command(p.Bin, p.Args...)
 	cmd.Env = append(os.Environ(), p.Env...)
 	cmd.Stdout, cmd.Stderr = &p.Log, &p.Log
 	if err := cmd.Start(); err != nil {

@@ -44,7 +44,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Verified deliveries answered 202 and not stored because they can never matter, by event and reason (docs/webhooks.md).",
 		}, []string{"event", "reason"}),
 	}
-	// Every series exists from the start, so rate() and alerts see a 0 rather than nothing.
+	// Every series of the closed label sets exists from the start, so that idle reads 0.
+	for _, result := range Results {
+		m.duration.WithLabelValues(result)
+		for _, event := range append(append([]string(nil), eventdoc.HandledEvents...), EventOther) {
+			m.deliveries.WithLabelValues(event, result)
+		}
+	}
 	for _, r := range eventdoc.FilterRules {
 		m.filtered.WithLabelValues(r.Event, r.Reason)
 	}

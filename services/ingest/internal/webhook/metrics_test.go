@@ -25,9 +25,7 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 	}
 	e.send(t, req{event: "push", body: fixture(t, "push.branch")})
 	results := map[string]bool{}
-	for _, r := range []string{webhook.ResultAccepted, webhook.ResultDuplicate, webhook.ResultIgnored, webhook.ResultFiltered, webhook.ResultRejectedSignature,
-		webhook.ResultRejectedHeaders, webhook.ResultRejectedContentType, webhook.ResultRejectedPayload, webhook.ResultRejectedTooLarge,
-		webhook.ResultRejectedMethod, webhook.ResultOverloaded, webhook.ResultUnavailable} {
+	for _, r := range webhook.Results {
 		results[r] = true
 	}
 	reasons := map[string]bool{}

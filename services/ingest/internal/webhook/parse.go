@@ -64,6 +64,11 @@ const (
 	ResultUnavailable         = "unavailable"
 )
 
+// Results lists every result, the closed set of the result label.
+var Results = []string{ResultAccepted, ResultDuplicate, ResultReplayed, ResultIgnored, ResultFiltered, ResultRejectedSignature,
+	ResultRejectedHeaders, ResultRejectedContentType, ResultRejectedPayload, ResultRejectedTooLarge,
+	ResultRejectedMethod, ResultRejectedSlow, ResultOverloaded, ResultUnavailable}
+
 var (
 	deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,100}$`)
 	eventPattern      = regexp.MustCompile(`^[a-z_]{1,64}$`)

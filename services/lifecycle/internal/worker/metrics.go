@@ -4,7 +4,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 )
 
 // Metrics are lifecycle's instruments. Labels are closed sets: job kind (handled events or
@@ -30,12 +32,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		ClaimDuration: queuerun.Desc{Name: "boardreadyops_lifecycle_claim_duration_seconds", Help: "Latency of one job claim query."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_lifecycle_leases_recovered_total",
 			Help: "Expired job leases recovered, by the state they moved to."},
+		RecoveredStates: []string{"available", "dead_letter"},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed
 	}
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		queue: queue,
 		lag: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "boardreadyops_lifecycle_job_lag_seconds",
@@ -51,4 +54,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Outbox effects enqueued by lifecycle.",
 		}),
 	}
+	// Every series of the closed label sets exists from the start, so that idle reads 0.
+	for _, kind := range append(append([]string(nil), eventdoc.HandledEvents...), kindOther) {
+		for _, outcome := range jobOutcomes {
+			m.processed.WithLabelValues(kind, outcome)
+		}
+	}
+	return m
 }
+
+// jobOutcomes is the closed set of the outcome label: the handlers' outcomes and the worker's.
+var jobOutcomes = []string{handler.OutcomeApplied, handler.OutcomeIgnored, handler.OutcomeUnmatched,
+	resultDeferred, resultRetried, resultDeadLetter}

@@ -435,5 +435,8 @@ func kindLabel(kind string) string {
 	if eventdoc.Handled(kind) {
 		return kind
 	}
-	return "other"
+	return kindOther
 }
+
+// kindOther is the kind label of a job whose kind is not a handled event.
+const kindOther = "other"

@@ -6,12 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/boardreadyops/cloud/pkg/daemon"
+	"github.com/boardreadyops/cloud/pkg/opsserver"
 	"github.com/boardreadyops/cloud/services/operator/internal/broker"
+	"github.com/boardreadyops/cloud/services/operator/internal/controller"
 	"github.com/boardreadyops/cloud/services/operator/internal/scrape"
 	"github.com/boardreadyops/cloud/services/operator/internal/trigger"
 )
@@ -25,7 +30,10 @@ func (u *urlList) Set(v string) error { *u = append(*u, v); return nil }
 // trigger evaluation as the controller, prints one line per round and a conclusion at the end.
 // Workers count as healthy in a round when every URL answered.
 //
-//	operator evaluate --scrape http://127.0.0.1:9092/metrics [--scrape URL…] [--interval 5s] [--rounds 0]
+//	operator evaluate --scrape http://127.0.0.1:9092/metrics [--scrape URL…] [--interval 5s] [--rounds 0] [--metrics-addr ADDR]
+//
+// With --metrics-addr it also serves the operator's own metrics (/metrics, /healthz, /readyz),
+// as the controller does, so that Prometheus can scrape the local mode too.
 func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("operator evaluate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -42,6 +50,7 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	ageWindow := fs.Duration("oldest-age-window", d.Rules[broker.OldestAvailableAge].Window, "oldest age window")
 	throughput := fs.Int("throughput", 500, "throughput threshold, effects per second")
 	throughputWindow := fs.Duration("throughput-window", d.Rules[broker.Throughput].Window, "throughput window")
+	metricsAddr := fs.String("metrics-addr", "", "serve the operator's metrics on this address (empty: not served)")
 	clearWindow := fs.Duration("clear-window", d.Rules[broker.Throughput].ClearWindow, "how long a fired trigger's signal must stay below the hysteresis band to clear")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -66,6 +75,19 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		s.Rules[i].ClearWindow = *clearWindow
 	}
 
+	var metrics *controller.Metrics
+	if *metricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		metrics = controller.NewMetrics(reg)
+		srv, err := opsserver.New(*metricsAddr, reg, func(context.Context) error { return nil }, slog.New(slog.NewTextHandler(stderr, nil)))
+		if err != nil {
+			return err
+		}
+		serveCtx, cancel := context.WithCancel(ctx)
+		served := make(chan struct{})
+		go func() { _ = srv.Serve(serveCtx, 5*time.Second); close(served) }()
+		defer func() { cancel(); <-served }()
+	}
 	client := &http.Client{Timeout: *interval}
 	eval := broker.NewEvaluator()
 	alive := map[string]bool{}
@@ -98,6 +120,10 @@ func Evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			samples[u] = sample
 		}
 		res := eval.Evaluate(s, now, samples, alive, len(samples) == len(urls))
+		if metrics != nil {
+			metrics.ObserveRound(len(samples), len(urls)-len(samples), time.Since(now).Seconds())
+			metrics.SetTriggers(eval.Active(), broker.Recommend(eval.Active(), *tuned).Recommended)
+		}
 		sig := res.Signals
 		fmt.Fprintf(stdout, row, now.Format("15:04:05"), fmt.Sprintf("%d/%d", sig.PodsScraped, len(urls)),
 			orDash(sig.ClaimLatencyValid, seconds(sig.ClaimLatency)), orDash(sig.OldestAgeValid, seconds(sig.OldestAge)),

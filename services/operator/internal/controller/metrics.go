@@ -45,3 +45,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.scrapes.WithLabelValues("failure")
 	return m
 }
+
+// ObserveRound records one scrape round of the local mode (operator evaluate): its scrapes by
+// result and its duration.
+func (m *Metrics) ObserveRound(succeeded, failed int, seconds float64) {
+	m.scrapes.WithLabelValues("success").Add(float64(succeeded))
+	m.scrapes.WithLabelValues("failure").Add(float64(failed))
+	m.scrapeSeconds.Observe(seconds)
+}
+
+// SetTriggers sets the trigger gauges to the sustained triggers and the recommendation gauge
+// (the local mode's evaluation, which has no OutboxMonitor status to aggregate).
+func (m *Metrics) SetTriggers(active []broker.Trigger, recommended bool) {
+	on := map[broker.Trigger]bool{}
+	for _, t := range active {
+		on[t] = true
+	}
+	for _, t := range broker.Triggers {
+		m.triggerActive.WithLabelValues(t.Label()).Set(boolGauge(on[t]))
+	}
+	m.recommended.Set(boolGauge(recommended))
+}

@@ -324,6 +324,7 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
 	if outcome == OutcomeCompleted {
 		telemetry.Observe(ctx, d.metrics.lag.WithLabelValues(e.EffectType), time.Since(e.CreatedAt).Seconds())
+		d.metrics.observeSLO(ctx, e, time.Now())
 	}
 }
 

@@ -1,11 +1,16 @@
 package dispatcher
 
 import (
+	"context"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
+	"github.com/boardreadyops/cloud/pkg/telemetry"
 )
 
 // Metrics are the dispatcher's instruments: the outbox specification's aggregate queue metrics,
@@ -22,6 +27,9 @@ type Metrics struct {
 	budgetLowest prometheus.Gauge
 	blocked      prometheus.Gauge
 	paced        prometheus.Gauge
+	// The two release SLOs' indicators (docs/operations.md, "SLOs").
+	checkRunVisible prometheus.Histogram
+	conclusionShown prometheus.Histogram
 }
 
 // effectStates are the states of the effects gauge, in the order the statistics task counts them.
@@ -39,12 +47,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
 			Help: "Expired outbox leases recovered, by the state they moved to."},
+		RecoveredStates: []string{outbox.StatusAvailable, outbox.StatusDeadLetter, outbox.StatusReconciliationRequired},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed
 	}
 	f := promauto.With(reg)
-	return &Metrics{
+	m := &Metrics{
 		queue: queue,
 		lag: f.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "boardreadyops_outbox_lag_seconds",
@@ -84,6 +93,58 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "boardreadyops_github_installations_paced",
 			Help: "Installations held back now by per-installation pacing (a delivery in flight at the limit, or the mutation interval not over).",
 		}),
+	}
+	m.checkRunVisible = f.NewHistogram(prometheus.HistogramOpts{
+		Name:    "boardreadyops_release_check_run_visible_seconds",
+		Help:    "Time from a release run's creation (the tag push applied) to its check run created on GitHub and recorded; the SLO counts the share within 60 s.",
+		Buckets: []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1800},
+	})
+	m.conclusionShown = f.NewHistogram(prometheus.HistogramOpts{
+		Name:    "boardreadyops_release_conclusion_shown_seconds",
+		Help:    "Time from a workflow_run.completed applied (the check run's completion enqueued) to the conclusion shown on GitHub and recorded; the SLO counts the share within 300 s.",
+		Buckets: []float64{5, 10, 30, 60, 120, 180, 240, 300, 360, 450, 600, 1200, 3600},
+	})
+	m.initSeries()
+	return m
+}
+
+// outcomes is the closed set of the outcome label.
+var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeDeferred, OutcomeDeadLetter,
+	OutcomeReconciliationRequired, OutcomeLeaseLost, OutcomeStoreFailed}
+
+// githubOperations are the GitHub operations the dispatcher performs (the operation label).
+var githubOperations = []string{githubapp.OpListCheckRuns, githubapp.OpCreateCheckRun, githubapp.OpUpdateCheckRun,
+	githubapp.OpDispatchWorkflow}
+
+// initSeries creates every series of the closed label sets, so that an idle dispatcher exports
+// 0 (and empty histograms) rather than nothing.
+func (m *Metrics) initSeries() {
+	for _, et := range outbox.EffectTypes {
+		m.lag.WithLabelValues(et)
+		m.deferrals.WithLabelValues(et)
+		for _, o := range outcomes {
+			m.processed.WithLabelValues(et, o)
+		}
+	}
+	for _, op := range githubOperations {
+		m.requestTime.WithLabelValues(op)
+		for _, class := range githubapp.StatusClasses {
+			m.requests.WithLabelValues(op, class)
+		}
+	}
+}
+
+// observeSLO records a completed check-run effect for the release SLOs: its age since its
+// creation, which is the release run's creation (check_run.create, enqueued in the same
+// transaction) or the applied workflow_run.completed (check_run.complete). Both come from the
+// effect's created_at in the database, so the time the effect waited in the outbox, its retries
+// and any redelivery are all counted.
+func (m *Metrics) observeSLO(ctx context.Context, e outbox.Effect, now time.Time) {
+	switch e.EffectType {
+	case outbox.EffectCheckRunCreate:
+		telemetry.Observe(ctx, m.checkRunVisible, now.Sub(e.CreatedAt).Seconds())
+	case outbox.EffectCheckRunComplete:
+		telemetry.Observe(ctx, m.conclusionShown, now.Sub(e.CreatedAt).Seconds())
 	}
 }
 
