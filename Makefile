@@ -48,6 +48,8 @@ lint: $(TOOLS)/golangci-lint ## gofmt, go vet, golangci-lint (.golangci.yml: sta
 	@$(MAKE) -s test-rules
 	@unformatted=$$(gofmt -l $(MODULES)); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	go vet $(ROOT_PKG)
+	@# The suites behind build tags: a sweeping change must keep them compiling too.
+	cd hack && go vet -tags cluster ./test/cluster/ && go vet -tags monitoring ./test/monitoring/
 	@set -e; for m in $(MODULES); do echo "golangci-lint $$m"; (cd $$m && $(TOOLS)/golangci-lint run --allow-parallel-runners --config $(CURDIR)/.golangci.yml ./...); done
 	@$(MAKE) -s vulncheck
 
