@@ -288,6 +288,10 @@ func TestStatsAndReleaseRuns(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Outbox.ReconciliationRequired != 1 {
 		t.Fatalf("stats: %d %s", code, out)
 	}
+	code, out, _ = run(t, o.env, "release-runs", "show", runID)
+	if code != 0 || !strings.Contains(out, "github.workflow.dispatch  reconciliation_required") || !strings.Contains(out, "4001") {
+		t.Fatalf("release-runs show: %d\n%s", code, out)
+	}
 	if code, out, _ := run(t, o.env, "release-runs", "list", "-o", "json"); code != 0 || !strings.Contains(out, runID) {
 		t.Fatalf("release-runs list: %d %s", code, out)
 	}
