@@ -183,6 +183,6 @@ func newRunsCmd(g *globals) *cobra.Command {
 	list.Flags().DurationVar(&f.olderThan, "older-than", 0, "only runs created longer ago than this (e.g. 1h)")
 	list.Flags().DurationVar(&f.newerThan, "newer-than", 0, "only runs created within this (e.g. 24h)")
 	list.Flags().IntVar(&f.limit, "limit", 50, "at most this many (1-1000)")
-	cmd.AddCommand(list, newRunShowCmd(g))
+	cmd.AddCommand(list, newRunShowCmd(g), newRunCancelCmd(g))
 	return cmd
 }
