@@ -26,6 +26,9 @@
 -- false on every row. boardreadyops_outbox_dispatch_pause_reason tells lifecycle and the dispatchers
 -- (for the check run's text) whether an installation's dispatches are paused and why.
 --
+-- boardreadyops_release_run_create_from_push records in the check run's creation payload why
+-- dispatches are paused (dispatch_paused), so that the new check run says the release is paused.
+--
 -- installation_release_settings: an installation's defaults, between the deployment's
 -- (configuration) and a repository's row; both gain excluded_tag_patterns (path.Match patterns
 -- such as *-rc*: a tag matching one starts no release). A repository's enabled may now be NULL
@@ -468,7 +471,8 @@ BEGIN
             'ref', v_ref,
             'tag', substr(v_ref, length('refs/tags/') + 1),
             'name', p_check_run_name,
-            'external_id', v_run),
+            'external_id', v_run,
+            'dispatch_paused', public.boardreadyops_outbox_dispatch_pause_reason(i.installation_id)),
         p_traceparent, 10, v_now);
     RETURN v_run;
 END;

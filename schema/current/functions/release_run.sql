@@ -185,7 +185,8 @@ BEGIN
             'ref', v_ref,
             'tag', substr(v_ref, length('refs/tags/') + 1),
             'name', p_check_run_name,
-            'external_id', v_run),
+            'external_id', v_run,
+            'dispatch_paused', public.boardreadyops_outbox_dispatch_pause_reason(i.installation_id)),
         p_traceparent, 10, v_now);
     RETURN v_run;
 END;

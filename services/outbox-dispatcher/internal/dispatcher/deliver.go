@@ -44,6 +44,9 @@ type payload struct {
 	Title              string `json:"title"`
 	Summary            string `json:"summary"`
 	WorkflowRunURL     string `json:"workflow_run_url"`
+	// DispatchPaused is why workflow dispatches were paused when the run was created (brops
+	// dispatch pause), or empty.
+	DispatchPaused string `json:"dispatch_paused"`
 }
 
 // Outcomes of one delivery (metric label values, a closed set).
@@ -80,7 +83,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		id, _, err := d.github.FindOrCreateCheckRun(ctx, githubapp.CheckRun{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
-			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: "BoardReadyOps is dispatching the release workflow.",
+			Title: "Release " + nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), Summary: createSummary(p),
 		})
 		if err != nil {
 			return d.failed(ctx, e, err, true)
@@ -232,4 +235,13 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// createSummary is the new check run's summary: what BoardReadyOps does next.
+func createSummary(p payload) string {
+	if p.DispatchPaused != "" {
+		return "The release is paused: an operator paused workflow dispatches (" + p.DispatchPaused +
+			"). The release workflow starts when they resume."
+	}
+	return "BoardReadyOps is dispatching the release workflow."
 }
