@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 )
 
@@ -350,6 +352,8 @@ func TestOutOfOrderWorkflowRun(t *testing.T) {
 func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.metricsRegistry(reg)
 	job := b.deliver(workflowRun("completed", 777, "success"))
 	b.drain()
 	if b.jobStatus(job) != "available" {
@@ -372,5 +376,8 @@ func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
 	b.drain()
 	if b.jobStatus(j1) != "completed" || b.jobStatus(j2) != "completed" {
 		t.Fatal("foreign workflow runs were not completed at once")
+	}
+	if n := gaugeValues(t, reg, "boardreadyops_workflow_completions_unmatched_total")[""]; n != 1 {
+		t.Fatalf("boardreadyops_workflow_completions_unmatched_total %v, want 1 (foreign runs are not unmatched completions)", n)
 	}
 }
