@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,11 +33,8 @@ installation (--installation); a global pause and an installation's own are inde
 			Short: map[string]string{"pause": "Stop sending workflow dispatches (audited)", "resume": "Send workflow dispatches again (audited)"}[verb],
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				if strings.TrimSpace(reason) == "" {
-					return usageError{fmt.Errorf("--reason is required: say why you %s dispatches", verb)}
-				}
-				if strings.TrimSpace(operator) == "" {
-					return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+				if err := requireAudited(reason, operator, "say why you "+verb+" dispatches"); err != nil {
+					return err
 				}
 				if installation < 0 {
 					return usageError{fmt.Errorf("--installation %d: want a GitHub installation id", installation)}

@@ -42,7 +42,7 @@ func validTagPattern(flag, p string) error {
 		return usageError{fmt.Errorf("%s %q: want 1 to 200 characters, no surrounding spaces", flag, p)}
 	}
 	if _, err := path.Match(p, "v1.0.0"); err != nil {
-		return usageError{fmt.Errorf("%s %q is not a valid pattern (path.Match syntax: * ? [a-z] \\): %v", flag, p, err)}
+		return usageError{fmt.Errorf("%s %q is not a valid pattern (path.Match syntax: * ? [a-z] \\): %w", flag, p, err)}
 	}
 	return nil
 }
@@ -255,11 +255,8 @@ type settingsReader = func(ctx context.Context, q interface {
 // transaction.
 func writeSettings(cmd *cobra.Command, g *globals, action, reason, operator string, args []string, scopeOf rowReader, read settingsReader,
 	change func(*releaseSettingsRow)) error {
-	if strings.TrimSpace(reason) == "" {
-		return usageError{errors.New("--reason is required: say why the settings change")}
-	}
-	if strings.TrimSpace(operator) == "" {
-		return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+	if err := requireAudited(reason, operator, "say why the settings change"); err != nil {
+		return err
 	}
 	ctx := cmd.Context()
 	pool, err := g.pool(ctx)

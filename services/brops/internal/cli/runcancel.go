@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -23,11 +22,8 @@ a run whose dispatch awaits reconciliation (it may have started the workflow: re
 A workflow run already running on GitHub is not stopped: cancel it in the Actions UI too.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if strings.TrimSpace(reason) == "" {
-				return usageError{errors.New("--reason is required: say why the release is cancelled")}
-			}
-			if strings.TrimSpace(operator) == "" {
-				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			if err := requireAudited(reason, operator, "say why the release is cancelled"); err != nil {
+				return err
 			}
 			pool, err := g.pool(cmd.Context())
 			if err != nil {

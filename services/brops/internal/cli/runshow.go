@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -122,7 +123,7 @@ func loadRunView(ctx context.Context, pool *pgxpool.Pool, run runRow, web string
 	switch {
 	case err == nil:
 		v.Timeline = append(v.Timeline, event{At: received, What: "webhook received", Detail: "push delivery " + delivery})
-	case err != pgx.ErrNoRows:
+	case !errors.Is(err, pgx.ErrNoRows):
 		return v, fmt.Errorf("find the push delivery: %w", err)
 	}
 	v.Timeline = append(v.Timeline, event{At: run.CreatedAt, What: "release run created",
