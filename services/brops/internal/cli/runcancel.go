@@ -46,8 +46,11 @@ A workflow run already running on GitHub is not stopped: cancel it in the Action
 					strings.TrimPrefix(run.Ref, "refs/tags/"), superseded)
 				if checkRunEffect != nil {
 					fmt.Fprintf(w, ", check run %s completes as cancelled (effect %d)", i64(run.CheckRunID), *checkRunEffect)
+				} else if run.CheckRunID != nil {
+					// The attempt's completion (its key: run and attempt) was enqueued before.
+					fmt.Fprintf(w, ", check run %d already has this attempt's completion enqueued or sent", *run.CheckRunID)
 				} else {
-					fmt.Fprint(w, ", no check run to complete")
+					fmt.Fprint(w, ", no check run to complete (its creation was superseded)")
 				}
 				fmt.Fprintln(w)
 			})
