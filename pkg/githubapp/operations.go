@@ -248,6 +248,7 @@ type WorkflowRun struct {
 	Status       string    `json:"status"`
 	Conclusion   string    `json:"conclusion,omitempty"`
 	HeadBranch   string    `json:"head_branch"`
+	HeadSHA      string    `json:"head_sha"`
 	CreatedAt    time.Time `json:"created_at"`
 	HTMLURL      string    `json:"html_url"`
 	RunAttempt   int       `json:"run_attempt,omitempty"`
@@ -301,7 +302,7 @@ func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, rep
 		}
 		for _, r := range runs.WorkflowRuns {
 			out = append(out, WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
-				Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
+				Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), HeadSHA: r.GetHeadSHA(), CreatedAt: r.GetCreatedAt().Time,
 				HTMLURL: r.GetHTMLURL()})
 		}
 		if next == 0 {

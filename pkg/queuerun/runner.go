@@ -30,6 +30,9 @@ type Config[T, R any] struct {
 	Recovery Recovery[R]
 	// Stats is the queue's statistics query, run in the background.
 	Stats Stats
+	// Tasks are further upkeep duties of the service, run in the background beside recovery and
+	// statistics (lifecycle's stale-run gauge); none by default.
+	Tasks []Task
 	// Metrics receives the shared instruments. Required.
 	Metrics *Metrics
 	// Logger receives upkeep failures, recovered leases and LISTEN reconnects; nil discards
@@ -77,7 +80,8 @@ func New[T, R any](cfg Config[T, R]) (*Runner[T], error) {
 	if r.claimer, err = NewClaimer(cfg.Claim); err != nil {
 		return nil, err
 	}
-	if r.upkeep, err = NewUpkeep(cfg.Logger, cfg.Recovery.Task(cfg.Metrics, r.Wake, cfg.Logger), cfg.Stats.Task(cfg.Metrics)); err != nil {
+	tasks := append([]Task{cfg.Recovery.Task(cfg.Metrics, r.Wake, cfg.Logger), cfg.Stats.Task(cfg.Metrics)}, cfg.Tasks...)
+	if r.upkeep, err = NewUpkeep(cfg.Logger, tasks...); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -88,7 +92,7 @@ func (r *Runner[T]) Claim(ctx context.Context, claim func(ctx context.Context) (
 	return r.claimer.Claim(ctx, claim)
 }
 
-// Background runs LISTEN (when configured), lease recovery and the statistics query until ctx
+// Background runs LISTEN (when configured), lease recovery, the statistics query and Tasks until ctx
 // ends, and returns when they have stopped.
 func (r *Runner[T]) Background(ctx context.Context) {
 	var wg sync.WaitGroup

@@ -116,7 +116,7 @@ func newEnvOn(t *testing.T, dbURL string, opts envOptions) *env {
 		t.Fatal(err)
 	}
 	e.ingestAddr = proctest.FreeAddr(t)
-	e.sim = githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+	e.sim = githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: tagCommit,
 		WebhookURL: "http://" + e.ingestAddr + "/webhook", WebhookSecret: e.secret, RunDelay: 100 * time.Millisecond})
 	e.gh = httptest.NewServer(e.sim)
 	t.Cleanup(func() { e.gh.Close(); e.sim.Close() })
@@ -324,10 +324,16 @@ func newID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// pushedSHA is the commit every release-tag push of the load points at.
+const pushedSHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+
+// tagCommit is the simulator's view of the pushed tags: each points at pushedSHA.
+func tagCommit(_, _ string) string { return pushedSHA }
+
 // push is a release-tag push for repository r (installations 7000, 7001, 7002 by r % 3).
 func push(r, tag int) map[string]any {
 	return map[string]any{
-		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": pushedSHA,
 		"created": true, "deleted": false, "installation": map[string]any{"id": 7000 + r%3},
 		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%3, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%3, r),
 			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%3), "type": "Organization"}},

@@ -156,60 +156,44 @@ func (e *env) brops(args ...string) []byte {
 	return out
 }
 
-// reconcile resolves every dispatch in reconciliation_required the way an operator does: inspect
-// GitHub (the simulator's truth) with brops, then record the run it created or that it created
-// none. It returns how many were resolved.
+// reconcile resolves every dispatch in reconciliation_required the way an operator does:
+// brops reconcile auto resolves each one with exactly one exact match on GitHub (the simulator's
+// truth) — the product's decision, not a copy of it — and leaves the others, which are then
+// resolved from what it saw: the run of the same tag after a restore, or none. It returns how
+// many were resolved.
 func (e *env) reconcile() int {
 	e.t.Helper()
-	var ids []int64
-	rows, err := e.pool.Query(context.Background(), `SELECT id FROM control_plane_outbox WHERE status = 'reconciliation_required' ORDER BY id`)
-	if err != nil {
-		e.t.Fatal(err)
+	out := e.brops("reconcile", "auto", "-o", "json", "--operator", "chaos-suite",
+		"--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+	var decisions []struct {
+		Effect   int64  `json:"effect"`
+		Action   string `json:"action"`
+		Decision struct {
+			Exact    []int64 `json:"exact"`
+			NameOnly []int64 `json:"name_only"`
+			Tag      []int64 `json:"tag"`
+		} `json:"decision"`
 	}
-	for rows.Next() {
-		var id int64
-		_ = rows.Scan(&id)
-		ids = append(ids, id)
+	if err := json.Unmarshal(out, &decisions); err != nil {
+		e.t.Fatalf("reconcile auto: %v\n%s", err, out)
 	}
-	rows.Close()
-	for _, id := range ids {
-		out := e.brops("reconcile", "inspect", strconv.FormatInt(id, 10), "-o", "json",
-			"--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
-		var insp struct {
-			Candidates []struct {
-				ID    int64  `json:"id"`
-				Match string `json:"match"`
-			} `json:"candidates"`
-		}
-		if err := json.Unmarshal(out, &insp); err != nil {
-			e.t.Fatalf("inspect %d: %v\n%s", id, err, out)
-		}
-		var exact, tag []int64
-		for _, c := range insp.Candidates {
-			switch c.Match {
-			case "exact":
-				exact = append(exact, c.ID)
-			case "tag":
-				tag = append(tag, c.ID)
-			}
-		}
-		if len(exact) == 0 && len(tag) == 1 {
+	for _, d := range decisions {
+		id := strconv.FormatInt(d.Effect, 10)
+		switch {
+		case d.Action == "resolved":
+		case len(d.Decision.Exact) > 1:
+			e.t.Errorf("effect %d: %d runs name this attempt: the dispatch ran twice", d.Effect, len(d.Decision.Exact))
+		case len(d.Decision.NameOnly) > 0:
+			e.t.Errorf("effect %d: runs %v carry its ids on another branch or commit", d.Effect, d.Decision.NameOnly)
+		case len(d.Decision.Tag) == 1:
 			// After a restore: the lost incarnation of this release already ran; adopt its run.
-			e.brops("reconcile", "resolve", strconv.FormatInt(id, 10), "--workflow-run-id", strconv.FormatInt(tag[0], 10),
+			e.brops("reconcile", "resolve", id, "--workflow-run-id", strconv.FormatInt(d.Decision.Tag[0], 10),
 				"--evidence", "chaos suite: the simulator's run for this tag, dispatched before the restore")
-			continue
-		}
-		switch len(exact) {
-		case 0:
-			e.brops("reconcile", "resolve", strconv.FormatInt(id, 10), "--not-dispatched", "--evidence", "chaos suite: no run on the simulator")
-		case 1:
-			e.brops("reconcile", "resolve", strconv.FormatInt(id, 10), "--workflow-run-id", strconv.FormatInt(exact[0], 10),
-				"--evidence", "chaos suite: the simulator's run named for this attempt")
 		default:
-			e.t.Errorf("effect %d: %d runs name this attempt: the dispatch ran twice", id, len(exact))
+			e.brops("reconcile", "resolve", id, "--not-dispatched", "--evidence", "chaos suite: no run on the simulator")
 		}
 	}
-	return len(ids)
+	return len(decisions)
 }
 
 // check drives the scenario to its end state — faults cleared, settled, reconciled, dead letters

@@ -1,6 +1,7 @@
 package githubsim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -133,9 +134,14 @@ func (s *Simulator) dispatchWorkflow(w http.ResponseWriter, r *http.Request, _ *
 	if rr, ea := req.Inputs["release_run_id"], req.Inputs["execution_attempt_id"]; rr != "" && ea != "" {
 		title = fmt.Sprintf("release %s attempt %s", rr, ea) // the documented run-name
 	}
+	branch := strings.TrimPrefix(strings.TrimPrefix(req.Ref, "refs/tags/"), "refs/heads/")
+	head := fmt.Sprintf("%040x", id)
+	if s.opts.TagCommit != nil {
+		head = cmp.Or(s.opts.TagCommit(repo.fullName, branch), head)
+	}
 	run := &WorkflowRun{ID: id, Name: "Release", DisplayTitle: title, RunNumber: int(id % 100000), RunAttempt: 1,
-		Event: "workflow_dispatch", Status: "queued", HeadBranch: strings.TrimPrefix(strings.TrimPrefix(req.Ref, "refs/tags/"), "refs/heads/"),
-		HeadSHA: fmt.Sprintf("%040x", id), Path: ".github/workflows/" + file, WorkflowID: int64(len(file)) + 159000,
+		Event: "workflow_dispatch", Status: "queued", HeadBranch: branch,
+		HeadSHA: head, Path: ".github/workflows/" + file, WorkflowID: int64(len(file)) + 159000,
 		URL: s.apiURL(r, "/repos/%s/actions/runs/%d", repo.fullName, id), HTMLURL: fmt.Sprintf("https://github.com/%s/actions/runs/%d", repo.fullName, id),
 		CreatedAt: now, UpdatedAt: now, Inputs: req.Inputs, repo: repo, file: file}
 	s.mu.Lock()
@@ -251,4 +257,14 @@ func (s *Simulator) runEvent(runID int64, action, conclusion string) ([]byte, *r
 		"sender":       map[string]any{"login": "boardreadyops[bot]", "type": "Bot"},
 	})
 	return payload, repo
+}
+
+// SetWorkflowRunHead sets a recorded run's head branch (the tag or branch it ran on) and head
+// SHA, as GitHub reports them in its workflow_runs listing.
+func (s *Simulator) SetWorkflowRunHead(id int64, branch, sha string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.runs[id]; r != nil {
+		r.HeadBranch, r.HeadSHA = branch, sha
+	}
 }

@@ -45,6 +45,9 @@ type Options struct {
 	RunDelay time.Duration
 	// Conclusion decides a run's conclusion from its repository, ref and inputs; nil: "success".
 	Conclusion func(repo, ref string, inputs map[string]string) string
+	// TagCommit is the commit a tag of the repository points at: a dispatched run's head_sha, as
+	// GitHub sets it from the ref (reconciliation matches on it); nil or "": a made-up SHA.
+	TagCommit func(repo, tag string) string
 	// WebhookSenders is the number of concurrent webhook senders (default 8).
 	WebhookSenders int
 	Logger         *slog.Logger

@@ -92,6 +92,9 @@ CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
+    v_paused_all    boolean;
+    v_paused        bigint[];
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
@@ -103,10 +106,13 @@ BEGIN
     IF p_lease IS NULL OR p_lease < interval '1 second' OR p_lease > interval '1 hour' THEN
         RAISE EXCEPTION 'lease must be between 1 second and 1 hour, got %', p_lease USING ERRCODE = '22023';
     END IF;
+    SELECT coalesce(bool_or(p.installation_id = 0), false), coalesce(array_agg(p.installation_id), '{}')
+    INTO v_paused_all, v_paused FROM public.dispatch_pauses p;
     RETURN QUERY
     WITH due AS (
         SELECT o.id FROM public.control_plane_outbox o
         WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT (o.effect_type = 'github.workflow.dispatch' AND (v_paused_all OR o.installation_id = ANY (v_paused)))
           AND NOT EXISTS (SELECT 1 FROM public.github_installation_limits l
                           WHERE l.installation_id = o.installation_id AND l.blocked_until > v_now)
         ORDER BY o.available_at, o.id
@@ -134,6 +140,9 @@ CREATE FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit i
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
+    -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
+    v_paused_all    boolean;
+    v_paused        bigint[];
     v_now           timestamptz := public.boardreadyops_clock_now(p_now);
     v_ids           bigint[];
     v_installations bigint[];
@@ -154,12 +163,15 @@ BEGIN
     IF p_mutation_interval IS NULL OR p_mutation_interval < interval '0' OR p_mutation_interval > interval '1 minute' THEN
         RAISE EXCEPTION 'mutation interval must be between 0 and 1 minute, got %', p_mutation_interval USING ERRCODE = '22023';
     END IF;
+    SELECT coalesce(bool_or(p.installation_id = 0), false), coalesce(array_agg(p.installation_id), '{}')
+    INTO v_paused_all, v_paused FROM public.dispatch_pauses p;
 
     SELECT array_agg(c.id ORDER BY c.available_at, c.id), array_agg(c.installation_id ORDER BY c.available_at, c.id)
     INTO v_ids, v_installations
     FROM (
         SELECT o.id, o.installation_id, o.available_at FROM public.control_plane_outbox o
         WHERE o.status = 'available' AND o.available_at <= v_now
+          AND NOT (o.effect_type = 'github.workflow.dispatch' AND (v_paused_all OR o.installation_id = ANY (v_paused)))
           AND NOT EXISTS (
               SELECT 1 FROM public.github_installation_limits l
               WHERE l.installation_id = o.installation_id
@@ -484,6 +496,21 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker t
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker text, p_until timestamp with time zone, p_reason text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_dispatch_pause_reason(bigint)
+CREATE FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) RETURNS text
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT p.reason FROM public.dispatch_pauses p WHERE p.installation_id IN (0, p_installation_id)
+    ORDER BY p.installation_id LIMIT 1;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_enqueue(text, uuid, uuid, bigint, jsonb, text, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text DEFAULT NULL::text, p_max_attempts integer DEFAULT 10, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -736,6 +763,39 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_pause_dispatches(bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_pause_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    v_scope bigint := coalesce(p_installation_id, 0);
+    v_new   boolean;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'pausing needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'pausing needs a reason' USING ERRCODE = '22023';
+    END IF;
+    IF v_scope < 0 OR (v_scope > 0 AND NOT EXISTS (SELECT 1 FROM public.installations i WHERE i.id = v_scope)) THEN
+        RAISE EXCEPTION 'installation % is not recorded', v_scope USING ERRCODE = 'BR006';
+    END IF;
+    INSERT INTO public.dispatch_pauses (installation_id, operator, reason, paused_at) VALUES (v_scope, p_operator, p_reason, v_now)
+    ON CONFLICT (installation_id) DO UPDATE SET operator = EXCLUDED.operator, reason = EXCLUDED.reason
+    RETURNING xmax = 0 INTO v_new;
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+    VALUES (v_now, p_operator, 'dispatch.pause', 'dispatch_pause', v_scope, p_reason, jsonb_build_object('scope', CASE WHEN v_scope = 0 THEN 'global' ELSE 'installation' END),
+            CASE WHEN v_new THEN 'running' ELSE 'paused' END, 'paused');
+    RETURN v_new;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_pause_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_pause_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_pause_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_record_budget_batch(bigint[], integer[], integer[], timestamp with time zone[], timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_record_budget_batch(p_installation_ids bigint[], p_limits integer[], p_remaining integer[], p_resets timestamp with time zone[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
@@ -1082,6 +1142,36 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_resolve_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_resolve_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_resolve_reconciliation(p_id bigint, p_operator text, p_workflow_run_id bigint, p_evidence text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_resume_dispatches(bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_resume_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    v_scope bigint := coalesce(p_installation_id, 0);
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'resuming needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'resuming needs a reason' USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM public.dispatch_pauses p WHERE p.installation_id = v_scope;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+    VALUES (v_now, p_operator, 'dispatch.resume', 'dispatch_pause', v_scope, p_reason, NULL, 'paused', 'running');
+    PERFORM pg_notify('boardreadyops_outbox', '');
+    RETURN true;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_resume_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_resume_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_resume_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_retry(bigint, text, text, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_retry(p_id bigint, p_worker text, p_error text, p_retry_at timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text

@@ -38,6 +38,78 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_block(p_outbox_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_cancel(uuid, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_cancel(p_run_id uuid, p_operator text, p_reason text, p_check_run_name text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(check_run_outbox_id bigint, superseded integer)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now        timestamptz := public.boardreadyops_clock_now(p_now);
+    run          public.release_runs;
+    att          public.execution_attempts;
+    v_outbox     bigint;
+    v_superseded integer;
+    v_busy       text;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'cancelling needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'cancelling needs a reason' USING ERRCODE = '22023';
+    END IF;
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO run FROM public.release_runs r WHERE r.id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'release run % does not exist', p_run_id USING ERRCODE = 'BR006';
+    END IF;
+    IF run.status IN ('succeeded', 'failed', 'cancelled') THEN
+        RAISE EXCEPTION 'release run % is %: only an unfinished run is cancelled', p_run_id, run.status USING ERRCODE = 'BR003';
+    END IF;
+    SELECT string_agg(format('effect %s (%s) is %s', o.id, o.effect_type, o.status), '; ' ORDER BY o.id) INTO v_busy
+    FROM public.control_plane_outbox o
+    WHERE o.release_run_id = run.id AND o.status IN ('leased', 'reconciliation_required');
+    IF v_busy IS NOT NULL THEN
+        RAISE EXCEPTION 'release run % cannot be cancelled now: %', p_run_id, v_busy USING ERRCODE = 'BR003',
+            HINT = 'a leased effect is being delivered: try again in a minute; a dispatch awaiting reconciliation may have started the workflow: brops reconcile inspect it first';
+    END IF;
+
+    WITH superseded AS (
+        UPDATE public.control_plane_outbox o
+        SET status = 'completed', completed_at = v_now, updated_at = v_now,
+            result = jsonb_build_object('resolution', 'cancelled', 'previous_status', o.status, 'operator', p_operator)
+        WHERE o.release_run_id = run.id AND o.status IN ('available', 'dead_letter')
+        RETURNING o.id
+    )
+    SELECT count(*)::integer INTO v_superseded FROM superseded;
+
+    UPDATE public.execution_attempts a
+    SET status = 'cancelled', conclusion = 'cancelled', completed_at = v_now, updated_at = v_now
+    WHERE a.release_run_id = run.id AND a.number = run.current_attempt AND a.status NOT IN ('succeeded', 'failed', 'cancelled')
+    RETURNING * INTO att;
+    UPDATE public.release_runs r SET status = 'cancelled', completed_at = v_now, updated_at = v_now WHERE r.id = run.id;
+
+    -- The check run says so through the run's check-run update (00021): state 'cancelled', the
+    -- reason as its notice, the newest update superseding any not sent yet.
+    v_outbox := public.boardreadyops_release_run_enqueue_check_run(
+        run.id, 'cancelled', left(format('An operator cancelled this release: %s', p_reason), 500), NULL, v_now);
+    IF v_outbox IS NOT NULL THEN
+        PERFORM pg_notify('boardreadyops_outbox', '');
+    END IF;
+
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, release_run_id, reason, evidence, from_status, to_status)
+    VALUES (v_now, p_operator, 'release_run.cancel', 'release_run', 0, run.id, p_reason,
+            jsonb_build_object('superseded_effects', v_superseded, 'check_run_outbox_id', v_outbox, 'attempt', run.current_attempt),
+            run.status, 'cancelled');
+    RETURN QUERY SELECT v_outbox, v_superseded;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_cancel(p_run_id uuid, p_operator text, p_reason text, p_check_run_name text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_cancel(p_run_id uuid, p_operator text, p_reason text, p_check_run_name text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_cancel(p_run_id uuid, p_operator text, p_reason text, p_check_run_name text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_create(bigint, bigint, text, text, text, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_create(p_repository_id bigint, p_installation_id bigint, p_ref text, p_head_sha text, p_workflow_file text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
@@ -112,8 +184,11 @@ BEGIN
     IF NOT FOUND OR repo.installation_id <> i.installation_id THEN
         RETURN NULL;
     END IF;
-    SELECT s.workflow_file INTO v_workflow_file FROM public.repository_release_settings s WHERE s.repository_id = repo.id;
-    v_workflow_file := coalesce(v_workflow_file, p_default_workflow_file);
+    -- The repository's setting, else its installation's default (00024), else the deployment's.
+    SELECT coalesce(s.workflow_file, d.workflow_file, p_default_workflow_file) INTO v_workflow_file
+    FROM (SELECT 1) one
+    LEFT JOIN public.repository_release_settings s ON s.repository_id = repo.id
+    LEFT JOIN public.installation_release_settings d ON d.installation_id = repo.installation_id;
 
     INSERT INTO public.release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
     VALUES (repo.id, i.installation_id, v_ref, v_sha, v_workflow_file, 'check_pending', v_now, v_now)
@@ -134,7 +209,8 @@ BEGIN
             'ref', v_ref,
             'tag', substr(v_ref, length('refs/tags/') + 1),
             'name', p_check_run_name,
-            'external_id', v_run),
+            'external_id', v_run,
+            'dispatch_paused', public.boardreadyops_outbox_dispatch_pause_reason(i.installation_id)),
         p_traceparent, 10, v_now);
     RETURN v_run;
 END;
@@ -330,6 +406,30 @@ $_$;
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_stale_counts(interval, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(status text, stale bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+BEGIN
+    IF p_threshold IS NULL OR p_threshold < interval '1 minute' THEN
+        RAISE EXCEPTION 'stale threshold must be at least 1 minute, got %', p_threshold USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT s.state, (SELECT count(*) FROM public.release_runs r WHERE r.status = s.state AND r.created_at < v_now - p_threshold)
+    FROM unnest(ARRAY['requested', 'check_pending', 'dispatching', 'running', 'blocked']) WITH ORDINALITY AS s(state, ord)
+    ORDER BY s.ord;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_operator;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_release_run_unblock(public.control_plane_outbox, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void

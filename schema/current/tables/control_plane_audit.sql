@@ -14,11 +14,13 @@ CREATE TABLE public.control_plane_audit (
     evidence jsonb,
     from_status text NOT NULL,
     to_status text NOT NULL,
-    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text]))),
+    release_run_id uuid,
+    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text, 'outbox.reconciliation.left'::text, 'release_run.cancel'::text, 'dispatch.pause'::text, 'dispatch.resume'::text, 'release_settings.set'::text, 'release_settings.unset'::text]))),
     CONSTRAINT control_plane_audit_evidence_check CHECK ((pg_column_size(evidence) <= 16384)),
     CONSTRAINT control_plane_audit_operator_check CHECK (((length(btrim(operator)) >= 1) AND (length(btrim(operator)) <= 200))),
     CONSTRAINT control_plane_audit_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),
-    CONSTRAINT control_plane_audit_subject_type_check CHECK ((subject_type = ANY (ARRAY['outbox'::text, 'job'::text])))
+    CONSTRAINT control_plane_audit_release_run_check CHECK (((subject_type <> 'release_run'::text) OR ((release_run_id IS NOT NULL) AND (subject_id = 0)))),
+    CONSTRAINT control_plane_audit_subject_type_check CHECK ((subject_type = ANY (ARRAY['outbox'::text, 'job'::text, 'release_run'::text, 'dispatch_pause'::text, 'repository'::text, 'installation'::text])))
 );
 
 -- SEQUENCE control_plane_audit_id_seq
@@ -37,6 +39,9 @@ ALTER TABLE ONLY public.control_plane_audit
 
 -- INDEX control_plane_audit_occurred_at_idx
 CREATE INDEX control_plane_audit_occurred_at_idx ON public.control_plane_audit USING btree (occurred_at);
+
+-- INDEX control_plane_audit_release_run_idx
+CREATE INDEX control_plane_audit_release_run_idx ON public.control_plane_audit USING btree (release_run_id) WHERE (release_run_id IS NOT NULL);
 
 -- INDEX control_plane_audit_subject_idx
 CREATE INDEX control_plane_audit_subject_idx ON public.control_plane_audit USING btree (subject_type, subject_id);

@@ -42,6 +42,12 @@ CREATE INDEX release_runs_completed_idx ON public.release_runs USING btree (comp
 -- INDEX release_runs_installation_id_idx
 CREATE INDEX release_runs_installation_id_idx ON public.release_runs USING btree (installation_id);
 
+-- INDEX release_runs_repository_created_idx
+CREATE INDEX release_runs_repository_created_idx ON public.release_runs USING btree (repository_id, created_at);
+
+-- INDEX release_runs_status_created_idx
+CREATE INDEX release_runs_status_created_idx ON public.release_runs USING btree (status, created_at);
+
 -- ACL TABLE release_runs
 GRANT SELECT ON TABLE public.release_runs TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.release_runs TO boardreadyops_admin;

@@ -25,6 +25,9 @@ ALTER TABLE ONLY public.repositories
 ALTER TABLE ONLY public.repositories
     ADD CONSTRAINT repositories_installation_id_fkey FOREIGN KEY (installation_id) REFERENCES public.installations(id);
 
+-- INDEX repositories_full_name_idx
+CREATE INDEX repositories_full_name_idx ON public.repositories USING btree (full_name);
+
 -- INDEX repositories_installation_id_idx
 CREATE INDEX repositories_installation_id_idx ON public.repositories USING btree (installation_id);
 

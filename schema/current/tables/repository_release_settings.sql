@@ -7,8 +7,10 @@ CREATE TABLE public.repository_release_settings (
     repository_id bigint NOT NULL,
     workflow_file text,
     tag_pattern text,
-    enabled boolean DEFAULT true NOT NULL,
+    enabled boolean,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    excluded_tag_patterns text[],
+    CONSTRAINT repository_release_settings_excluded_tag_patterns_check CHECK (((cardinality(excluded_tag_patterns) <= 20) AND (array_position(excluded_tag_patterns, NULL::text) IS NULL))),
     CONSTRAINT repository_release_settings_tag_pattern_check CHECK (((length(tag_pattern) >= 1) AND (length(tag_pattern) <= 200))),
     CONSTRAINT repository_release_settings_workflow_file_check CHECK ((workflow_file ~ '^[A-Za-z0-9._-]{1,200}\.ya?ml$'::text))
 );

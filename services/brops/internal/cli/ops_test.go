@@ -113,6 +113,16 @@ func (o *ops) claimFor(run, effectType string) int64 {
 	return id
 }
 
+// ref is the release run's tag ref.
+func (o *ops) ref(run string) string {
+	o.t.Helper()
+	var ref string
+	if err := o.pool.QueryRow(o.ctx, `SELECT ref FROM release_runs WHERE id = $1`, run).Scan(&ref); err != nil {
+		o.t.Fatal(err)
+	}
+	return ref
+}
+
 func (o *ops) status(id int64) string {
 	o.t.Helper()
 	e, err := outbox.Get(o.ctx, o.pool, id)
@@ -234,6 +244,9 @@ func TestReconcileInspectFindsTheRunAmongDecoys(t *testing.T) {
 	sim.AddWorkflowRun("octo-org/hello-world", "boardreadyops-release.yml", "workflow_dispatch", title(runID, attempt), started.Add(-time.Hour)) // long before
 	sim.AddWorkflowRun("octo-org/hello-world", "boardreadyops-release.yml", "push", title(runID, attempt), started.Add(2*time.Second))           // not a dispatch
 	want := sim.AddWorkflowRun("octo-org/hello-world", "boardreadyops-release.yml", "workflow_dispatch", title(runID, attempt), started.Add(3*time.Second))
+	sim.SetWorkflowRunHead(want, strings.TrimPrefix(o.ref(runID), "refs/tags/"), strings.Repeat("a", 40))
+	decoy := sim.AddWorkflowRun("octo-org/hello-world", "boardreadyops-release.yml", "workflow_dispatch", title(runID, attempt), started.Add(4*time.Second))
+	sim.SetWorkflowRunHead(decoy, "main", strings.Repeat("a", 40)) // named for the attempt, on another branch
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	keyFile := filepath.Join(t.TempDir(), "key.pem")
@@ -263,7 +276,7 @@ func TestReconcileInspectFindsTheRunAmongDecoys(t *testing.T) {
 			}
 		}
 	}
-	if exact != 1 || len(res.Candidates) != 2 || !strings.Contains(res.Advice, "--workflow-run-id "+strconv.FormatInt(want, 10)) {
+	if exact != 1 || len(res.Candidates) != 3 || !strings.Contains(res.Advice, "--workflow-run-id "+strconv.FormatInt(want, 10)) {
 		t.Fatalf("candidates %+v advice %q", res.Candidates, res.Advice)
 	}
 }
@@ -282,7 +295,7 @@ func TestStatsAndReleaseRuns(t *testing.T) {
 		t.Fatalf("stats: %d %s", code, out)
 	}
 	code, out, _ = run(t, o.env, "release-runs", "show", runID)
-	if code != 0 || !strings.Contains(out, "github.workflow.dispatch reconciliation_required") || !strings.Contains(out, "4001") {
+	if code != 0 || !strings.Contains(out, "github.workflow.dispatch  reconciliation_required") || !strings.Contains(out, "4001") {
 		t.Fatalf("release-runs show: %d\n%s", code, out)
 	}
 	if code, out, _ := run(t, o.env, "release-runs", "list", "-o", "json"); code != 0 || !strings.Contains(out, runID) {

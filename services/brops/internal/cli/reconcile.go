@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/reconciliation"
 )
 
 // dispatchPayload is what reconciliation reads of a workflow dispatch's payload.
@@ -23,16 +22,11 @@ type dispatchPayload struct {
 	RepositoryFullName string `json:"repository_full_name"`
 	WorkflowFile       string `json:"workflow_file"`
 	Ref                string `json:"ref"`
+	HeadSHA            string `json:"head_sha"`
 }
 
-// candidate is a workflow run that may be the one a dispatch created.
-type candidate struct {
-	githubapp.WorkflowRun
-	// Match: "exact" (the run name carries both the release-run and the execution-attempt id),
-	// "release_run" (only the release-run id), "tag" (another release run's dispatch of this
-	// workflow for the same tag: after a restore, the lost incarnation of this release), or
-	// "none" (a dispatch in the window, unnamed).
-	Match string `json:"match"`
+func (p dispatchPayload) dispatch() reconciliation.Dispatch {
+	return reconciliation.Dispatch{ReleaseRunID: p.ReleaseRunID, ExecutionAttemptID: p.ExecutionAttemptID, Ref: p.Ref, HeadSHA: p.HeadSHA}
 }
 
 func newReconcileCmd(g *globals) *cobra.Command {
@@ -71,8 +65,10 @@ func newReconcileCmd(g *globals) *cobra.Command {
 		Use:   "inspect ID",
 		Short: "Ask GitHub (read-only) which workflow runs the dispatch may have created",
 		Long: `List the workflow's workflow_dispatch runs created since the dispatch's delivery started, and
-mark those whose run name carries the release-run and execution-attempt ids. A release workflow
-names its runs so (README, "Running against GitHub"):
+mark as exact those whose run name carries the release-run and execution-attempt ids, whose head
+SHA is the release's commit and whose head branch is its tag (name_only: the name matches but the
+branch or commit does not — a decoy). A release workflow names its runs so (README, "Running
+against GitHub"):
 
   run-name: release ${{ inputs.release_run_id }} attempt ${{ inputs.execution_attempt_id }}`,
 		Args: cobra.ExactArgs(1),
@@ -90,43 +86,13 @@ names its runs so (README, "Running against GitHub"):
 			if err != nil {
 				return err
 			}
-			if e.EffectType != outbox.EffectWorkflowDispatch || e.DeliveryStartedAt == nil {
-				return usageError{fmt.Errorf("effect %d is a %s in %s: only started workflow dispatches are reconciled", e.ID, e.EffectType, e.Status)}
-			}
-			var p dispatchPayload
-			if err := json.Unmarshal(e.Payload, &p); err != nil {
-				return fmt.Errorf("effect %d payload: %w", e.ID, err)
-			}
-			if appID <= 0 || keyFile == "" {
-				return usageError{errors.New("inspect asks GitHub: set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)")}
-			}
-			key, err := githubapp.ReadPrivateKey(keyFile)
+			gh, err := g.github(apiURL, appID, keyFile, "inspect")
 			if err != nil {
 				return err
 			}
-			gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: apiURL, Timeout: 20 * time.Second})
+			p, cands, err := candidatesFor(cmd.Context(), gh, e)
 			if err != nil {
 				return err
-			}
-			// A minute of slack for clock skew between the database and GitHub.
-			from := e.DeliveryStartedAt.Add(-time.Minute)
-			runs, err := gh.ListWorkflowRuns(cmd.Context(), e.InstallationID, p.RepositoryFullName, p.WorkflowFile, "workflow_dispatch", from, 500)
-			if err != nil {
-				return err
-			}
-			cands := make([]candidate, 0, len(runs))
-			for _, r := range runs {
-				c := candidate{WorkflowRun: r, Match: "none"}
-				title := r.DisplayTitle + " " + r.Name
-				switch {
-				case strings.Contains(title, p.ReleaseRunID) && strings.Contains(title, p.ExecutionAttemptID):
-					c.Match = "exact"
-				case strings.Contains(title, p.ReleaseRunID):
-					c.Match = "release_run"
-				case r.HeadBranch != "" && r.HeadBranch == strings.TrimPrefix(p.Ref, "refs/tags/"):
-					c.Match = "tag"
-				}
-				cands = append(cands, c)
 			}
 			advice := adviceFor(e.ID, cands)
 			return g.render(map[string]any{"effect": e.ID, "status": e.Status, "repository": p.RepositoryFullName, "workflow": p.WorkflowFile,
@@ -142,10 +108,8 @@ names its runs so (README, "Running against GitHub"):
 			})
 		},
 	}
-	inspect.Flags().StringVar(&apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
-	inspect.Flags().Int64Var(&appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
-	inspect.Flags().StringVar(&keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
-	cmd.AddCommand(inspect)
+	g.githubFlags(inspect, &apiURL, &appID, &keyFile)
+	cmd.AddCommand(inspect, newReconcileAutoCmd(g))
 
 	var runID int64
 	var notDispatched bool
@@ -208,30 +172,21 @@ identity and the evidence, and both refuse a record that is not in reconciliatio
 	return cmd
 }
 
-func adviceFor(id int64, cands []candidate) string {
-	var exact, tag []int64
-	for _, c := range cands {
-		switch c.Match {
-		case "exact":
-			exact = append(exact, c.ID)
-		case "tag":
-			tag = append(tag, c.ID)
-		}
-	}
+func adviceFor(id int64, cands []reconciliation.Candidate) string {
+	d := reconciliation.Decide(cands)
 	switch {
-	case len(exact) == 1:
-		return fmt.Sprintf("GitHub created run %d for this dispatch: brops reconcile resolve %d --workflow-run-id %d --evidence \"run %d, exact run-name match\"",
-			exact[0], id, exact[0], exact[0])
-	case len(exact) > 1:
-		return fmt.Sprintf("%d runs carry this attempt's ids: inspect them on GitHub before resolving", len(exact))
-	case len(tag) == 1:
+	case d.Resolve:
+		return fmt.Sprintf("GitHub created run %d for this dispatch: brops reconcile resolve %d --workflow-run-id %d --evidence \"run %d, exact match: run name, head SHA, tag\" (or brops reconcile auto)",
+			d.WorkflowRunID, id, d.WorkflowRunID, d.WorkflowRunID)
+	case len(d.Exact) == 0 && len(d.NameOnly) == 0 && len(d.Tag) == 1:
 		return fmt.Sprintf("run %d released this tag for a release run the database no longer has (a restore): adopt it with brops reconcile resolve %d --workflow-run-id %d --evidence \"run %d, same tag, dispatched before the restore\"",
-			tag[0], id, tag[0], tag[0])
+			d.Tag[0], id, d.Tag[0], d.Tag[0])
 	case len(cands) == 0:
 		return fmt.Sprintf("no workflow_dispatch run since the delivery started: if enough time has passed, brops reconcile resolve %d --not-dispatched --evidence \"no run since <time>\"", id)
-	default:
+	case len(d.Exact) == 0 && len(d.NameOnly) == 0:
 		return "no run carries this attempt's ids; if the workflow does not set run-name from its inputs, compare the runs above by time before resolving"
 	}
+	return d.Reason
 }
 
 func envOr(getenv func(string) string, k, def string) string {

@@ -65,7 +65,7 @@ func newRoot(g *globals, getenv config.Getenv) *cobra.Command {
 	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", getenv("DATABASE_URL"),
 		"PostgreSQL connection URL (env DATABASE_URL)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
-	root.AddCommand(newMigrateCmd(g), newOutboxCmd(g), newJobsCmd(g), newRunsCmd(g), newStatsCmd(g), newReconcileCmd(g), newWebhooksCmd(g), newRestoreCmd(g), newRetentionCmd(g))
+	root.AddCommand(newMigrateCmd(g), newOutboxCmd(g), newJobsCmd(g), newRunsCmd(g), newStatsCmd(g), newReconcileCmd(g), newWebhooksCmd(g), newRestoreCmd(g), newRetentionCmd(g), newDispatchCmd(g), newReposCmd(g))
 	return root
 }
 

@@ -12,69 +12,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// releaseSettings are a repository's effective settings: its row in repository_release_settings,
-// with configured defaults for what it leaves NULL (or when it has none).
-type releaseSettings struct {
-	WorkflowFile string
-	TagPattern   string
-	Enabled      bool
-}
-
-func (h *Handlers) settings(ctx context.Context, tx pgx.Tx, repositoryID int64) (releaseSettings, error) {
-	s := releaseSettings{WorkflowFile: h.cfg.WorkflowFile, TagPattern: h.cfg.TagPattern, Enabled: true}
-	var wf, tp *string
-	err := tx.QueryRow(ctx, `SELECT workflow_file, tag_pattern, enabled FROM repository_release_settings WHERE repository_id = $1`,
-		repositoryID).Scan(&wf, &tp, &s.Enabled)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return s, fmt.Errorf("read release settings of repository %d: %w", repositoryID, err)
-	}
-	if wf != nil {
-		s.WorkflowFile = *wf
-	}
-	if tp != nil {
-		s.TagPattern = *tp
-	}
-	return s, nil
-}
-
-// pushTarget is what the push rules need, read in one statement.
-type pushTarget struct {
-	active, archived, removed, belongs bool
-	settings                           releaseSettings
-}
-
-// pushTarget reads the installation's activity, the repository's state and its effective release
-// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet. belongs is
-// false when the repository is recorded under another installation than the delivery's.
-func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64) (pushTarget, error) {
-	t := pushTarget{settings: releaseSettings{WorkflowFile: h.cfg.WorkflowFile, TagPattern: h.cfg.TagPattern, Enabled: true}}
-	var wf, tp *string
-	var enabled *bool
-	err := tx.QueryRow(ctx, `
-		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL, r.archived, r.removed_at IS NOT NULL,
-		       r.installation_id = i.id, s.workflow_file, s.tag_pattern, s.enabled
-		FROM repositories r
-		JOIN installations i ON i.id = $1
-		LEFT JOIN repository_release_settings s ON s.repository_id = r.id
-		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &t.belongs, &wf, &tp, &enabled)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return t, err
-	}
-	if err != nil {
-		return t, fmt.Errorf("read repository %d: %w", repositoryID, err)
-	}
-	if wf != nil {
-		t.settings.WorkflowFile = *wf
-	}
-	if tp != nil {
-		t.settings.TagPattern = *tp
-	}
-	if enabled != nil {
-		t.settings.Enabled = *enabled
-	}
-	return t, nil
-}
-
 // installationActive reports whether new effects may be enqueued for the installation.
 func installationActive(ctx context.Context, tx pgx.Tx, id int64) (bool, error) {
 	var active bool
@@ -117,9 +54,9 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	if !t.active || t.archived || t.removed || !t.settings.Enabled {
 		return ignored(), nil
 	}
-	if ok, err := path.Match(t.settings.TagPattern, tag); err != nil || !ok {
+	if ok, err := t.settings.releases(tag); err != nil || !ok {
 		if err != nil {
-			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "pattern", t.settings.TagPattern)
+			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "error", err)
 		}
 		return ignored(), nil
 	}

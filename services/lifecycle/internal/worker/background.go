@@ -2,6 +2,9 @@ package worker
 
 import (
 	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/jobs"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
@@ -24,5 +27,27 @@ func (w *Worker) stats() queuerun.Stats {
 		Read: func(ctx context.Context) (float64, []int64, error) {
 			st, err := w.jobs.Stats(ctx, w.pool)
 			return st.OldestAvailableAgeSeconds, []int64{st.Available, st.Leased, st.Retrying, st.DeadLetter}, err
+		}}
+}
+
+// staleRuns refreshes boardreadyops_release_runs_stale: non-terminal runs older than
+// StaleAfter, by state (aggregate counts only; brops release-runs list --older-than names them).
+func (w *Worker) staleRuns() queuerun.Task {
+	return queuerun.Task{Name: "count stale release runs", Interval: w.cfg.StatsInterval, Immediately: true,
+		Run: func(ctx context.Context) error {
+			rows, err := w.pool.Query(ctx, `SELECT status, stale FROM boardreadyops_release_run_stale_counts($1)`, w.cfg.StaleAfter)
+			if err != nil {
+				return fmt.Errorf("count stale release runs: %w", err)
+			}
+			counts := map[string]int64{}
+			var state string
+			var n int64
+			if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { counts[state] = n; return nil }); err != nil {
+				return fmt.Errorf("count stale release runs: %w", err)
+			}
+			for _, s := range staleStates {
+				w.metrics.stale.WithLabelValues(s).Set(float64(counts[s]))
+			}
+			return nil
 		}}
 }

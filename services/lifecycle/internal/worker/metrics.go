@@ -16,7 +16,13 @@ type Metrics struct {
 	lag       prometheus.Histogram
 	processed *prometheus.CounterVec
 	effects   prometheus.Counter
+	unmatched prometheus.Counter
+	stale     *prometheus.GaugeVec
 }
+
+// staleStates are the non-terminal release-run states of the stale gauge, in the order
+// boardreadyops_release_run_stale_counts returns them.
+var staleStates = []string{"requested", "check_pending", "dispatching", "running", "blocked"}
 
 // jobStates are the states of the jobs gauge, in the order the statistics task counts them.
 var jobStates = []string{"available", "leased", "retrying", "dead_letter"}
@@ -53,6 +59,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "boardreadyops_lifecycle_effects_enqueued_total",
 			Help: "Outbox effects enqueued by lifecycle.",
 		}),
+		unmatched: f.NewCounter(prometheus.CounterOpts{
+			Name: "boardreadyops_workflow_completions_unmatched_total",
+			Help: "workflow_run deliveries of the release workflow recorded as unmatched: no dispatched attempt took them within the match window.",
+		}),
+		stale: staleGauge(f),
 	}
 	// Every series of the closed label sets exists from the start, so that idle reads 0.
 	for _, kind := range append(append([]string(nil), eventdoc.HandledEvents...), kindOther) {
@@ -66,3 +77,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 // jobOutcomes is the closed set of the outcome label: the handlers' outcomes and the worker's.
 var jobOutcomes = []string{handler.OutcomeApplied, handler.OutcomeIgnored, handler.OutcomeUnmatched,
 	resultDeferred, resultRetried, resultDeadLetter}
+
+func staleGauge(f promauto.Factory) *prometheus.GaugeVec {
+	g := f.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "boardreadyops_release_runs_stale",
+		Help: "Release runs in a non-terminal state (requested, check_pending, dispatching, running, blocked) created longer ago than the stale threshold, refreshed periodically.",
+	}, []string{"state"})
+	for _, s := range staleStates {
+		g.WithLabelValues(s).Set(0) // every series exists from the start
+	}
+	return g
+}

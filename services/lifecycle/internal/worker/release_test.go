@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 )
 
@@ -48,6 +50,34 @@ func TestPushRules(t *testing.T) {
 			b.drain()
 		}, pushTag("v1.2.3", sha), false},
 		{"unknown installation is recorded from the repository owner", nil, pushTag("v2.0.0", sha), true},
+		{"tag matching the installation's default pattern", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, tag_pattern) VALUES ($1, 'release-*')`, installationID)
+		}, pushTag("release-1.2.3", sha), true},
+		{"the repository's pattern wins over the installation's", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, tag_pattern) VALUES ($1, 'release-*')`, installationID)
+			b.exec(`INSERT INTO repository_release_settings (repository_id, tag_pattern) VALUES ($1, 'v*')`, repoID)
+		}, pushTag("release-1.2.3", sha), false},
+		{"tag excluded by the installation", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, excluded_tag_patterns) VALUES ($1, '{*-rc*}')`, installationID)
+		}, pushTag("v1.2.3-rc1", sha), false},
+		{"the repository's exclusions replace the installation's", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, excluded_tag_patterns) VALUES ($1, '{*-rc*}')`, installationID)
+			b.exec(`INSERT INTO repository_release_settings (repository_id, excluded_tag_patterns) VALUES ($1, '{*-beta*}')`, repoID)
+		}, pushTag("v1.2.3-rc1", sha), true},
+		{"installation disabled, repository inherits", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, enabled) VALUES ($1, false)`, installationID)
+			b.exec(`INSERT INTO repository_release_settings (repository_id, workflow_file) VALUES ($1, 'other.yml')`, repoID)
+		}, pushTag("v1.2.3", sha), false},
+		{"installation disabled, repository enabled", func(b *bundle) {
+			b.recordRepository()
+			b.exec(`INSERT INTO installation_release_settings (installation_id, enabled) VALUES ($1, false)`, installationID)
+			b.exec(`INSERT INTO repository_release_settings (repository_id, enabled) VALUES ($1, true)`, repoID)
+		}, pushTag("v1.2.3", sha), true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,10 +125,38 @@ func TestPushRules(t *testing.T) {
 	}
 }
 
+// recordRepository records the installation and the test repository.
+func (b *bundle) recordRepository() {
+	b.t.Helper()
+	b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}))
+	b.drain()
+}
+
 func (b *bundle) exec(sql string, args ...any) {
 	b.t.Helper()
 	if _, err := b.pool.Exec(b.ctx, sql, args...); err != nil {
 		b.t.Fatalf("%s: %v", sql, err)
+	}
+}
+
+// TestRunSettingsAndPause: the workflow file comes from the installation's default when the
+// repository sets none, and a run created while dispatches are paused carries the pause's
+// reason to its check run.
+func TestRunSettingsAndPause(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.recordRepository()
+	b.exec(`INSERT INTO installation_release_settings (installation_id, workflow_file) VALUES ($1, 'org-release.yml')`, installationID)
+	b.exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub incident 42')`)
+	b.deliver(pushTag("v1.0.0", sha))
+	b.drain()
+	var workflow, paused string
+	if err := b.pool.QueryRow(b.ctx, `SELECT r.workflow_file, o.payload ->> 'dispatch_paused' FROM release_runs r
+		JOIN control_plane_outbox o ON o.release_run_id = r.id`).Scan(&workflow, &paused); err != nil {
+		t.Fatal(err)
+	}
+	if workflow != "org-release.yml" || paused != "GitHub incident 42" {
+		t.Fatalf("workflow %q, dispatch_paused %q", workflow, paused)
 	}
 }
 
@@ -304,6 +362,8 @@ func TestOutOfOrderWorkflowRun(t *testing.T) {
 func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	reg := prometheus.NewRegistry()
+	b.metricsRegistry(reg)
 	job := b.deliver(workflowRun("completed", 777, "success"))
 	b.drain()
 	if b.jobStatus(job) != "available" {
@@ -326,5 +386,8 @@ func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
 	b.drain()
 	if b.jobStatus(j1) != "completed" || b.jobStatus(j2) != "completed" {
 		t.Fatal("foreign workflow runs were not completed at once")
+	}
+	if n := gaugeValues(t, reg, "boardreadyops_workflow_completions_unmatched_total")[""]; n != 1 {
+		t.Fatalf("boardreadyops_workflow_completions_unmatched_total %v, want 1 (foreign runs are not unmatched completions)", n)
 	}
 }

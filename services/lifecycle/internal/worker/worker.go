@@ -56,8 +56,12 @@ type Config struct {
 	// RecoverInterval is how often expired leases are recovered (±10 %); default a quarter of
 	// the lease, at least 1s.
 	RecoverInterval time.Duration
-	// StatsInterval is how often the queue gauges are refreshed (one query, ±10 %); default 5s.
+	// StatsInterval is how often the queue gauges and the stale-run gauge are refreshed (one
+	// query each, ±10 %); default 5s.
 	StatsInterval time.Duration
+	// StaleAfter is the age beyond which a release run that has not finished counts as stale
+	// (gauge boardreadyops_release_runs_stale); at least 1m, default 1h.
+	StaleAfter time.Duration
 
 	// Handler applies the jobs. Required.
 	Handler Handler
@@ -85,6 +89,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Concurrency < 0 || c.BatchSize < 0 {
 		errs = append(errs, fmt.Errorf("worker: Config.Concurrency %d, BatchSize %d: must not be negative", c.Concurrency, c.BatchSize))
 	}
+	if c.StaleAfter != 0 && c.StaleAfter < time.Minute {
+		errs = append(errs, fmt.Errorf("worker: Config.StaleAfter %v: at least 1m", c.StaleAfter))
+	}
 	if min(c.Lease, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval) < 0 {
 		errs = append(errs, errors.New("worker: Config durations must not be negative"))
 	}
@@ -101,6 +108,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 5*time.Minute)
 	c.RecoverInterval = cmp.Or(c.RecoverInterval, max(c.Lease/4, time.Second))
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
+	c.StaleAfter = cmp.Or(c.StaleAfter, time.Hour)
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
@@ -149,7 +157,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		Listen: cfg.Listen, ListenChannel: notify.Jobs, ListenConn: pool.Config().ConnConfig,
 		Claim: queuerun.ClaimConfig[jobs.Job]{SpanName: "lifecycle.claim", Tracer: cfg.Tracer,
 			Traceparent: func(j jobs.Job) *string { return j.Traceparent }},
-		Recovery: w.recovery(), Stats: w.stats()}
+		Recovery: w.recovery(), Stats: w.stats(), Tasks: []queuerun.Task{w.staleRuns()}}
 	if w.run, err = queuerun.New(rc); err != nil {
 		return nil, err
 	}
@@ -261,6 +269,9 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 	for _, o := range outs {
 		effects += o.effects
 		w.metrics.processed.WithLabelValues(kindLabel(o.job.Kind), o.result).Inc()
+		if o.result == handler.OutcomeUnmatched {
+			w.metrics.unmatched.Inc()
+		}
 		if o.result != resultDeferred && o.result != resultRetried {
 			telemetry.ObserveTraceID(w.metrics.lag, time.Since(o.job.CreatedAt).Seconds(), o.traceID)
 		}

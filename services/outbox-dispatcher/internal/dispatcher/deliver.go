@@ -51,6 +51,9 @@ type payload struct {
 	// checkrun.State is decoded from the same payload); without it the effect is the earlier
 	// finished completion (conclusion, title, summary).
 	State string `json:"state"`
+	// DispatchPaused is why workflow dispatches were paused when the run was created (brops
+	// dispatch pause), or empty.
+	DispatchPaused string `json:"dispatch_paused"`
 }
 
 // Outcomes of one delivery (metric label values, a closed set).
@@ -85,7 +88,8 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
 		start := checkrun.Render(checkrun.State{State: checkrun.StateDispatching,
-			Tag: nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), HeadSHA: p.HeadSHA, WorkflowFile: p.WorkflowFile})
+			Tag: nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), HeadSHA: p.HeadSHA, WorkflowFile: p.WorkflowFile,
+			Notice: pausedNotice(p)})
 		id, _, err := d.github.FindOrCreateCheckRun(ctx, githubapp.CheckRun{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
 			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
@@ -275,4 +279,14 @@ func firstErr(errs ...error) error {
 		}
 	}
 	return nil
+}
+
+// pausedNotice is what a new check run adds when workflow dispatches are paused: why, and that
+// the release workflow starts when they resume; empty when they are not.
+func pausedNotice(p payload) string {
+	if p.DispatchPaused != "" {
+		return "The release is paused: an operator paused workflow dispatches (" + p.DispatchPaused +
+			"). The release workflow starts when they resume."
+	}
+	return ""
 }

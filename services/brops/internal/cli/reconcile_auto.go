@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/boardreadyops/cloud/pkg/githubapp"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/reconciliation"
+)
+
+// githubFlags registers the App's credentials, read-only use (inspect, auto).
+func (g *globals) githubFlags(cmd *cobra.Command, apiURL *string, appID *int64, keyFile *string) {
+	cmd.Flags().StringVar(apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
+	cmd.Flags().Int64Var(appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
+	cmd.Flags().StringVar(keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
+}
+
+func (g *globals) github(apiURL string, appID int64, keyFile, what string) (*githubapp.Client, error) {
+	if appID <= 0 || keyFile == "" {
+		return nil, usageError{fmt.Errorf("%s asks GitHub: set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)", what)}
+	}
+	key, err := githubapp.ReadPrivateKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	return githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: apiURL, Timeout: 20 * time.Second})
+}
+
+// candidatesFor lists the workflow_dispatch runs GitHub created since the dispatch's delivery
+// started (a minute of slack for clock skew) and classifies them.
+func candidatesFor(ctx context.Context, gh *githubapp.Client, e outbox.Effect) (dispatchPayload, []reconciliation.Candidate, error) {
+	var p dispatchPayload
+	if e.EffectType != outbox.EffectWorkflowDispatch || e.DeliveryStartedAt == nil {
+		return p, nil, usageError{fmt.Errorf("effect %d is a %s in %s: only started workflow dispatches are reconciled", e.ID, e.EffectType, e.Status)}
+	}
+	if err := json.Unmarshal(e.Payload, &p); err != nil {
+		return p, nil, fmt.Errorf("effect %d payload: %w", e.ID, err)
+	}
+	from := e.DeliveryStartedAt.Add(-time.Minute)
+	runs, err := gh.ListWorkflowRuns(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowFile, "workflow_dispatch", from, 500)
+	if err != nil {
+		return p, nil, fmt.Errorf("effect %d: list workflow runs: %w", e.ID, err)
+	}
+	return p, reconciliation.Candidates(p.dispatch(), runs), nil
+}
+
+// autoDecision is one record's outcome in reconcile auto.
+type autoDecision struct {
+	Effect       int64                      `json:"effect"`
+	ReleaseRunID string                     `json:"release_run_id"`
+	Action       string                     `json:"action"` // resolved, left, would_resolve, would_leave
+	Decision     reconciliation.Decision    `json:"decision"`
+	Candidates   []reconciliation.Candidate `json:"candidates"`
+}
+
+func newReconcileAutoCmd(g *globals) *cobra.Command {
+	var apiURL, keyFile, operator string
+	var appID int64
+	var dryRun bool
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "auto",
+		Short: "Resolve the dispatches with exactly one exact match on GitHub; leave the rest for a person",
+		Long: `For every dispatch in reconciliation_required (the oldest first, at most --limit), ask GitHub
+as inspect does. A record with exactly one exact match — run name carrying the release-run and
+execution-attempt ids, the release's head SHA, the tag as head branch — is resolved with that run
+(audited as outbox.reconciliation.repair). Every other record is left for a person and audited as
+outbox.reconciliation.left with the reason: several exact matches, a run named for the attempt on
+another branch or commit (a decoy), only runs of the same tag, or none. --dry-run asks GitHub and
+prints the decisions without writing anything.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if strings.TrimSpace(operator) == "" {
+				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			if limit < 1 || limit > 1000 {
+				return usageError{fmt.Errorf("--limit %d: want 1 to 1000", limit)}
+			}
+			gh, err := g.github(apiURL, appID, keyFile, "auto")
+			if err != nil {
+				return err
+			}
+			pool, err := g.pool(cmd.Context())
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			out, err := reconcileAuto(cmd.Context(), pool, gh, operator, limit, dryRun)
+			if err != nil {
+				return err
+			}
+			return g.render(out, func(w io.Writer) {
+				fmt.Fprintln(w, "EFFECT\tRELEASE RUN\tACTION\tRUN\tREASON")
+				for _, d := range out {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", d.Effect, d.ReleaseRunID, d.Action, i64(nonZero(d.Decision.WorkflowRunID)), d.Decision.Reason)
+				}
+			})
+		},
+	}
+	g.githubFlags(cmd, &apiURL, &appID, &keyFile)
+	g.operatorFlag(cmd, &operator)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "ask GitHub and print the decisions; write nothing")
+	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many records (1-1000)")
+	return cmd
+}
+
+func reconcileAuto(ctx context.Context, pool *pgxpool.Pool, gh *githubapp.Client, operator string, limit int, dryRun bool) ([]autoDecision, error) {
+	effects, err := listEffects(ctx, pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, limit)
+	if err != nil {
+		return nil, err
+	}
+	store := &outbox.Store{}
+	out := make([]autoDecision, 0, len(effects))
+	for i := len(effects) - 1; i >= 0; i-- { // listEffects is newest first
+		e := effects[i]
+		p, cands, err := candidatesFor(ctx, gh, e)
+		if err != nil {
+			return out, err
+		}
+		d := autoDecision{Effect: e.ID, ReleaseRunID: p.ReleaseRunID, Decision: reconciliation.Decide(cands), Candidates: cands}
+		switch {
+		case dryRun && d.Decision.Resolve:
+			d.Action = "would_resolve"
+		case dryRun:
+			d.Action = "would_leave"
+		case d.Decision.Resolve:
+			if err := store.ResolveReconciliationRepair(ctx, pool, e.ID, operator, d.Decision.WorkflowRunID, "reconcile auto: "+d.Decision.Reason); err != nil {
+				return out, fmt.Errorf("effect %d: %w", e.ID, err)
+			}
+			d.Action = "resolved"
+		default:
+			evidence, _ := json.Marshal(map[string]any{"exact": d.Decision.Exact, "name_only": d.Decision.NameOnly, "tag": d.Decision.Tag, "candidates": len(cands)})
+			if _, err := pool.Exec(ctx, `INSERT INTO control_plane_audit (operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+				VALUES ($1, 'outbox.reconciliation.left', 'outbox', $2, $3, $4::jsonb, 'reconciliation_required', 'reconciliation_required')`,
+				operator, e.ID, "reconcile auto: "+d.Decision.Reason, string(evidence)); err != nil {
+				return out, fmt.Errorf("effect %d: audit the decision: %w", e.ID, err)
+			}
+			d.Action = "left"
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func nonZero(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}

@@ -1,0 +1,58 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
+)
+
+func TestReleaseRunsCancel(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	dispatchID, runID := o.enqueueDispatch()
+	_, reconRun, _ := o.dispatch("reconciliation_required")
+
+	if code, _, errOut := run(t, o.env, "release-runs", "cancel", runID); code != 2 || !strings.Contains(errOut, "--reason is required") {
+		t.Fatalf("no reason: %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, o.env, "release-runs", "cancel", reconRun, "--reason", "x"); code != 1 || !strings.Contains(errOut, "reconciliation_required") {
+		t.Fatalf("run awaiting reconciliation: %d %s", code, errOut)
+	}
+	code, out, errOut := run(t, o.env, "release-runs", "cancel", runID, "--reason", "wrong tag pushed", "-o", "json")
+	var res struct {
+		Superseded     int    `json:"superseded_effects"`
+		CheckRunEffect *int64 `json:"check_run_effect"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Superseded != 1 || res.CheckRunEffect == nil {
+		t.Fatalf("cancel: %d %s %s", code, out, errOut)
+	}
+	if o.status(dispatchID) != outbox.StatusCompleted {
+		t.Fatalf("the pending dispatch is %s, want completed (superseded)", o.status(dispatchID))
+	}
+	e, err := outbox.Get(o.ctx, o.pool, *res.CheckRunEffect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct{ Conclusion, Title, Summary string }
+	_ = json.Unmarshal(e.Payload, &p)
+	if e.EffectType != outbox.EffectCheckRunComplete || e.Status != outbox.StatusAvailable || p.Conclusion != "cancelled" ||
+		!strings.Contains(p.Title, "cancelled") || !strings.Contains(p.Summary, "wrong tag pushed") ||
+		e.IdempotencyKey != outbox.EffectCheckRunComplete+":"+runID+":"+*e.ExecutionAttemptID {
+		t.Fatalf("check-run completion %+v payload %+v", e, p)
+	}
+	var status, attempt string
+	var audits int
+	if err := o.pool.QueryRow(o.ctx, `SELECT r.status, a.status, (SELECT count(*) FROM control_plane_audit WHERE release_run_id = r.id AND action = 'release_run.cancel' AND operator = 'alice')
+		FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id WHERE r.id = $1`, runID).Scan(&status, &attempt, &audits); err != nil ||
+		status != "cancelled" || attempt != "cancelled" || audits != 1 {
+		t.Fatalf("run %s attempt %s, %d audit rows (%v)", status, attempt, audits, err)
+	}
+	if code, _, errOut := run(t, o.env, "release-runs", "cancel", runID, "--reason", "again"); code != 1 || !strings.Contains(errOut, "only an unfinished run is cancelled") {
+		t.Fatalf("cancel again: %d %s", code, errOut)
+	}
+	if code, out, _ := run(t, o.env, "release-runs", "show", runID); code != 0 || !strings.Contains(out, "operator: release_run.cancel") {
+		t.Fatalf("show after cancel: %d %s", code, out)
+	}
+}

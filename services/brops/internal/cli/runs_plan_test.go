@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+// TestReleaseRunListUsesIndexes runs every form of list's statement (generic plans, as after
+// five executions) over 6,000 runs (3,000 repositories) and checks that each reads release_runs through an index of
+// migration 00023, never a scan of the table or an id::text comparison.
+func TestReleaseRunListUsesIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewURL(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) SELECT i, 'org-' || i, 'Organization' FROM generate_series(1, 5) i;
+		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 3000) r;
+		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at, completed_at)
+		SELECT 1 + g % 100, 1 + (1 + g % 100) % 5, 'refs/tags/v' || g, substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'release.yml',
+		       CASE WHEN g % 200 = 0 THEN 'running' ELSE 'succeeded' END, now() - g * interval '1 minute', now(),
+		       CASE WHEN g % 200 = 0 THEN NULL ELSE now() END
+		FROM generate_series(1, 6000) g;
+		ANALYZE release_runs; ANALYZE repositories;`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tests := []struct {
+		name  string
+		f     runFilter
+		index string
+	}{
+		{"repository", runFilter{repository: "org-2/repo-1", limit: 50}, "release_runs_repository_created_idx"},
+		{"repository and age", runFilter{repository: "org-2/repo-1", olderThan: time.Hour, limit: 50}, "release_runs_repository_created_idx"},
+		{"status", runFilter{status: "running", limit: 50}, "release_runs_status_created_idx"},
+		{"status and age", runFilter{status: "running", olderThan: time.Hour, newerThan: 48 * time.Hour, limit: 50}, "release_runs_status_created_idx"},
+	}
+	for _, tt := range tests {
+		plans := pgtest.NewPlans(t, url)
+		sql, args := tt.f.query(now)
+		if strings.Contains(sql, "::text =") {
+			t.Fatalf("%s: %s compares as text", tt.name, sql)
+		}
+		rows, err := plans.Conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		plan, all := plans.Find("release_runs")
+		if !strings.Contains(plan, tt.index) || strings.Contains(plan, "Seq Scan on release_runs") {
+			t.Errorf("%s: the plan does not read %s:\n%s\n(all plans: %q)", tt.name, tt.index, plan, all)
+		}
+		if tt.f.repository != "" && !strings.Contains(plan, "repositories_full_name_idx") {
+			t.Errorf("%s: the repository is not found by repositories_full_name_idx:\n%s", tt.name, plan)
+		}
+	}
+}

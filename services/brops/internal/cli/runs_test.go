@@ -1,0 +1,53 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestReleaseRunsList(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	_, dispatching := o.enqueueDispatch()
+	_, recon, _ := o.dispatch("reconciliation_required")
+	if _, err := o.pool.Exec(o.ctx, `
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (2, 55501, 'octo-org/other');
+		UPDATE release_runs SET created_at = now() - interval '3 hours' WHERE id = '`+recon+`'`); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(args ...string) []string {
+		t.Helper()
+		code, out, errOut := run(t, o.env, append([]string{"release-runs", "list", "-o", "json"}, args...)...)
+		var runs []struct{ ID string }
+		if code != 0 || json.Unmarshal([]byte(out), &runs) != nil {
+			t.Fatalf("list %v: %d %s %s", args, code, out, errOut)
+		}
+		var got []string
+		for _, r := range runs {
+			got = append(got, r.ID)
+		}
+		return got
+	}
+	tests := []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{dispatching, recon}},
+		{[]string{"--repo", "octo-org/hello-world"}, []string{dispatching, recon}},
+		{[]string{"--repo", "octo-org/other"}, nil},
+		{[]string{"--status", "dispatching", "--older-than", "1h"}, []string{recon}},
+		{[]string{"--newer-than", "1h"}, []string{dispatching}},
+		{[]string{"--repo", "octo-org/hello-world", "--status", "dispatching", "--newer-than", "1h"}, []string{dispatching}},
+	}
+	for _, tt := range tests {
+		if got := ids(tt.args...); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			t.Errorf("list %v: %v, want %v", tt.args, got, tt.want)
+		}
+	}
+	for _, args := range [][]string{{"--status", "stuck"}, {"--repo", "nobody"}, {"--limit", "0"}} {
+		if code, _, _ := run(t, o.env, append([]string{"release-runs", "list"}, args...)...); code != 2 {
+			t.Errorf("list %v: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+func TestReleaseRunsShow(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	dispatchID, runID, _ := o.dispatch("dead_letter")
+	tag := strings.TrimPrefix(o.ref(runID), "refs/tags/")
+	if _, err := o.pool.Exec(o.ctx, `UPDATE control_plane_outbox SET traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' WHERE release_run_id = $1`, runID); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(dispatchID, 10), "--reason", "workflow restored"); code != 0 {
+		t.Fatal(errOut)
+	}
+	for _, args := range [][]string{{"release-runs", "show", runID}, {"release-runs", "show", "--repo", "octo-org/hello-world", "--tag", tag}} {
+		code, out, errOut := run(t, o.env, args...)
+		for _, want := range []string{"release run created", "check run created", "https://github.com/octo-org/hello-world/runs/4001",
+			"4bf92f3577b34da6a3ce929d0e0e4736", "operator: outbox.replay", "github.workflow.dispatch  available",
+			"github dispatch_workflow: rejected (HTTP 404)"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Fatalf("%v: exit %d, missing %q in\n%s%s", args, code, want, out, errOut)
+			}
+		}
+	}
+	code, out, _ := run(t, o.env, "release-runs", "show", runID, "-o", "json")
+	var v struct {
+		TraceID  string `json:"trace_id"`
+		Timeline []struct{ What string }
+		Effects  []struct{ Status string }
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.TraceID == "" || len(v.Effects) != 2 || len(v.Timeline) < 3 {
+		t.Fatalf("json: %d %s", code, out)
+	}
+	refusals := []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"release-runs", "show", "not-a-run"}, 2, "is not a release run id"},
+		{[]string{"release-runs", "show"}, 2, "give a release run id, or --repo"},
+		{[]string{"release-runs", "show", "--repo", "octo-org/hello-world"}, 2, "give a release run id, or --repo"},
+		{[]string{"release-runs", "show", "00000000-0000-0000-0000-000000000000"}, 1, "no release run 00000000"},
+		{[]string{"release-runs", "show", "--repo", "octo-org/hello-world", "--tag", "v0.0.0"}, 1, "no release run for octo-org/hello-world tag v0.0.0"},
+	}
+	for _, r := range refusals {
+		if code, _, errOut := run(t, o.env, r.args...); code != r.code || !strings.Contains(errOut, r.want) {
+			t.Errorf("%v: exit %d %q, want %d %q", r.args, code, errOut, r.code, r.want)
+		}
+	}
+}
