@@ -71,6 +71,8 @@ func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
 	}
 }
 
+// TestRenderedObjects: the kinds each values file renders, one ConfigMap per dashboard (the
+// overview and one per service, hack/dashboards).
 func TestRenderedObjects(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -78,9 +80,9 @@ func TestRenderedObjects(t *testing.T) {
 		kinds map[string]int
 	}{
 		{"minimal-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
-			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1}},
+			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 4}},
 		{"production-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
-			"Job": 1, "CronJob": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 1, "Ingress": 1,
+			"Job": 1, "CronJob": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 4, "Ingress": 1,
 			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 6, "ServiceMonitor": 1, "PrometheusRule": 1}},
 		{"no-operator-values.yaml", map[string]int{"Deployment": 3, "Service": 4, "ServiceAccount": 3, "PodDisruptionBudget": 3,
 			"NetworkPolicy": 3}},
