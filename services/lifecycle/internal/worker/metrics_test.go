@@ -30,7 +30,7 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 		"kind":    kinds,
 		"outcome": {"applied": true, "ignored": true, "unmatched": true, "deferred": true, "retried": true, "dead_letter": true},
 		"state": {"available": true, "leased": true, "retrying": true, "dead_letter": true,
-			"requested": true, "check_pending": true, "dispatching": true, "running": true},
+			"requested": true, "check_pending": true, "dispatching": true, "running": true, "blocked": true},
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -64,8 +64,8 @@ func TestStaleReleaseRunsGauge(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	b.metricsReg = reg
 	b.withWorker(nil, func(c *worker.Config) { c.StaleAfter = time.Hour })
-	if got := gaugeValues(t, reg, "boardreadyops_release_runs_stale"); len(got) != 4 || got["check_pending"] != 0 {
-		t.Fatalf("before any run: %v, want four series at 0", got)
+	if got := gaugeValues(t, reg, "boardreadyops_release_runs_stale"); len(got) != 5 || got["check_pending"] != 0 {
+		t.Fatalf("before any run: %v, want five series at 0", got)
 	}
 	for _, tag := range []string{"v1.0.0", "v1.0.1", "v1.0.2"} {
 		b.deliver(pushTag(tag, sha))
@@ -80,7 +80,7 @@ func TestStaleReleaseRunsGauge(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	got := gaugeValues(t, reg, "boardreadyops_release_runs_stale")
-	if got["requested"] != 0 || got["dispatching"] != 0 || got["running"] != 0 {
+	if got["requested"] != 0 || got["dispatching"] != 0 || got["running"] != 0 || got["blocked"] != 0 {
 		t.Fatalf("stale runs %v, want only one check_pending", got)
 	}
 }
