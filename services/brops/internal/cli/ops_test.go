@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -295,7 +296,7 @@ func TestStatsAndReleaseRuns(t *testing.T) {
 		t.Fatalf("stats: %d %s", code, out)
 	}
 	code, out, _ = run(t, o.env, "release-runs", "show", runID)
-	if code != 0 || !strings.Contains(out, "github.workflow.dispatch  reconciliation_required") || !strings.Contains(out, "4001") {
+	if code != 0 || !regexp.MustCompile(`github\.workflow\.dispatch +reconciliation_required`).MatchString(out) || !strings.Contains(out, "4001") {
 		t.Fatalf("release-runs show: %d\n%s", code, out)
 	}
 	if code, out, _ := run(t, o.env, "release-runs", "list", "-o", "json"); code != 0 || !strings.Contains(out, runID) {

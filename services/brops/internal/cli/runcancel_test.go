@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/boardreadyops/cloud/pkg/checkrun"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
@@ -35,10 +36,17 @@ func TestReleaseRunsCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p struct{ Conclusion, Title, Summary string }
+	// The run's check-run update (00021) in state cancelled, the reason as its notice, rendered by
+	// the dispatcher as every other update is.
+	var p struct {
+		checkrun.State
+		Conclusion string `json:"conclusion"`
+	}
 	_ = json.Unmarshal(e.Payload, &p)
-	if e.EffectType != outbox.EffectCheckRunComplete || e.Status != outbox.StatusAvailable || p.Conclusion != "cancelled" ||
-		!strings.Contains(p.Title, "cancelled") || !strings.Contains(p.Summary, "wrong tag pushed") ||
+	shown := checkrun.Render(p.State)
+	if e.EffectType != outbox.EffectCheckRunComplete || e.Status != outbox.StatusAvailable || p.State.State != "cancelled" ||
+		p.Conclusion != "cancelled" || shown.Conclusion != "cancelled" ||
+		!strings.Contains(shown.Title, "cancelled") || !strings.Contains(shown.Summary, "wrong tag pushed") ||
 		e.IdempotencyKey != outbox.EffectCheckRunComplete+":"+runID+":"+*e.ExecutionAttemptID {
 		t.Fatalf("check-run completion %+v payload %+v", e, p)
 	}

@@ -36,7 +36,8 @@ func TestReleaseRunsList(t *testing.T) {
 		{nil, []string{dispatching, recon}},
 		{[]string{"--repo", "octo-org/hello-world"}, []string{dispatching, recon}},
 		{[]string{"--repo", "octo-org/other"}, nil},
-		{[]string{"--status", "dispatching", "--older-than", "1h"}, []string{recon}},
+		{[]string{"--status", "blocked", "--older-than", "1h"}, []string{recon}}, // awaiting reconciliation blocks the run
+		{[]string{"--status", "dispatching", "--older-than", "1h"}, nil},
 		{[]string{"--newer-than", "1h"}, []string{dispatching}},
 		{[]string{"--repo", "octo-org/hello-world", "--status", "dispatching", "--newer-than", "1h"}, []string{dispatching}},
 	}

@@ -163,11 +163,13 @@ func loadRunView(ctx context.Context, pool *pgxpool.Pool, run runRow, web string
 func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []event {
 	var out []event
 	var result struct {
-		CheckRunID    int64 `json:"check_run_id"`
-		WorkflowRunID int64 `json:"workflow_run_id"`
+		CheckRunID    int64  `json:"check_run_id"`
+		WorkflowRunID int64  `json:"workflow_run_id"`
+		Resolution    string `json:"resolution"`
 	}
 	_ = json.Unmarshal(e.Result, &result)
-	done := e.CompletedAt != nil && !strings.Contains(string(e.Result), `"resolution": "cancelled"`)
+	// An effect completed by a cancellation or superseded by a newer one was never delivered.
+	done := e.CompletedAt != nil && result.Resolution != "cancelled" && result.Resolution != "superseded"
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
 		if done {
@@ -187,7 +189,19 @@ func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []even
 		}
 	case outbox.EffectCheckRunComplete:
 		if done {
-			out = append(out, event{At: *e.CompletedAt, What: "check run completed", Attempt: attempt, URL: checkURL})
+			// Since 00021 the effect carries the run's state, and a run has several updates; only a
+			// finished state (or an earlier completion, which has no state) completes the check run.
+			var p struct {
+				State string `json:"state"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			what := "check run completed"
+			switch p.State {
+			case "", "succeeded", "failed", "cancelled":
+			default:
+				what = "check run updated: " + p.State
+			}
+			out = append(out, event{At: *e.CompletedAt, What: what, Attempt: attempt, URL: checkURL})
 		}
 	}
 	return out
