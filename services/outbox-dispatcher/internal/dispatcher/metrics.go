@@ -2,11 +2,13 @@ package dispatcher
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
+	"github.com/boardreadyops/cloud/pkg/checkrun"
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
@@ -114,7 +116,7 @@ var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeDeferred, Outco
 
 // githubOperations are the GitHub operations the dispatcher performs (the operation label).
 var githubOperations = []string{githubapp.OpListCheckRuns, githubapp.OpCreateCheckRun, githubapp.OpUpdateCheckRun,
-	githubapp.OpDispatchWorkflow}
+	githubapp.OpDispatchWorkflow, githubapp.OpListWorkflowRuns, githubapp.OpGetWorkflowRun}
 
 // initSeries creates every series of the closed label sets, so that an idle dispatcher exports
 // 0 (and empty histograms) rather than nothing.
@@ -138,14 +140,37 @@ func (m *Metrics) initSeries() {
 // creation, which is the release run's creation (check_run.create, enqueued in the same
 // transaction) or the applied workflow_run.completed (check_run.complete). Both come from the
 // effect's created_at in the database, so the time the effect waited in the outbox, its retries
-// and any redelivery are all counted.
+// and any redelivery are all counted. Only a check-run update that shows a conclusion counts
+// for the second SLO: since 00021 a run's check run is also updated while it is dispatching,
+// running, blocked or retried, and those updates show no conclusion.
 func (m *Metrics) observeSLO(ctx context.Context, e outbox.Effect, now time.Time) {
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
 		telemetry.Observe(ctx, m.checkRunVisible, now.Sub(e.CreatedAt).Seconds())
 	case outbox.EffectCheckRunComplete:
-		telemetry.Observe(ctx, m.conclusionShown, now.Sub(e.CreatedAt).Seconds())
+		if showsConclusion(e.Payload) {
+			telemetry.Observe(ctx, m.conclusionShown, now.Sub(e.CreatedAt).Seconds())
+		}
 	}
+}
+
+// showsConclusion: a check-run update in a finished state, or an earlier completion (no state,
+// a conclusion).
+func showsConclusion(payload []byte) bool {
+	var p struct {
+		State      string `json:"state"`
+		Conclusion string `json:"conclusion"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return false
+	}
+	switch p.State {
+	case checkrun.StateSucceeded, checkrun.StateFailed, checkrun.StateCancelled:
+		return true
+	case "":
+		return p.Conclusion != ""
+	}
+	return false
 }
 
 // ObserveGitHub is githubapp.Config.Observe.

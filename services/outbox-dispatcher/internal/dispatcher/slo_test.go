@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/testkit/metricstest"
 )
 
@@ -35,23 +34,24 @@ func TestSLOHistogramsObserveCommittedCheckRuns(t *testing.T) {
 		}
 	}
 
-	var attempt string
-	var checkRun int64
-	if err := e.pool.QueryRow(e.ctx, `SELECT a.id::text, r.check_run_id FROM execution_attempts a
-		JOIN release_runs r ON r.id = a.release_run_id WHERE r.id = $1`, run).Scan(&attempt, &checkRun); err != nil {
+	// The dispatch's own check-run update (state running) shows no conclusion: not counted.
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
+	if got := metricstest.Scrape(t, e.reg); got[`boardreadyops_release_conclusion_shown_seconds_count{}`] != 0 {
+		t.Fatalf("a running update counted as a conclusion shown: %v", got[`boardreadyops_release_conclusion_shown_seconds_count{}`])
+	}
+	// The workflow run finished: lifecycle enqueues the update in state succeeded (as
+	// boardreadyops_execution_attempt_finish does), 20 s before a dispatcher delivers it.
+	if _, err := e.pool.Exec(e.ctx, `UPDATE release_runs SET status = 'succeeded', completed_at = now() WHERE id = $1`, run); err != nil {
 		t.Fatal(err)
 	}
-	id, _, err := (&outbox.Store{}).Enqueue(e.ctx, e.pool, outbox.NewEffect{EffectType: outbox.EffectCheckRunComplete,
-		ReleaseRunID: run, ExecutionAttemptID: attempt, InstallationID: 55501, Payload: map[string]any{
-			"repository_full_name": "octo-org/hello-world", "check_run_id": checkRun, "conclusion": "success",
-			"title": "Release succeeded", "summary": "Attempt 1 succeeded."}})
-	if err != nil {
+	var id int64
+	if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, 'succeeded', NULL, NULL)`, run).Scan(&id); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.pool.Exec(e.ctx, `UPDATE control_plane_outbox SET created_at = created_at - interval '20 seconds' WHERE id = $1`, id); err != nil {
 		t.Fatal(err)
 	}
-	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
 	got = metricstest.Scrape(t, e.reg)
 	for series, want := range map[string]float64{
 		`boardreadyops_release_check_run_visible_seconds_count{}`:         1,
