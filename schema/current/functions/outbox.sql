@@ -789,6 +789,7 @@ BEGIN
     INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'dispatch.pause', 'dispatch_pause', v_scope, p_reason, jsonb_build_object('scope', CASE WHEN v_scope = 0 THEN 'global' ELSE 'installation' END),
             CASE WHEN v_new THEN 'running' ELSE 'paused' END, 'paused');
+    PERFORM public.boardreadyops_release_run_tell_pause(v_scope, false, v_now);
     RETURN v_new;
 END;
 $$;
@@ -1164,6 +1165,7 @@ BEGIN
     END IF;
     INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'dispatch.resume', 'dispatch_pause', v_scope, p_reason, NULL, 'paused', 'running');
+    PERFORM public.boardreadyops_release_run_tell_pause(v_scope, true, v_now);
     PERFORM pg_notify('boardreadyops_outbox', '');
     RETURN true;
 END;

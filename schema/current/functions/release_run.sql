@@ -431,6 +431,48 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold 
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_operator;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_tell_pause(bigint, boolean, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_tell_pause(p_scope bigint, p_resumed boolean, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now    timestamptz := public.boardreadyops_clock_now(p_now);
+    v_count  integer := 0;
+    v_reason text;
+    r        record;
+BEGIN
+    -- The runs waiting for their workflow dispatch in the pause's scope that already have a
+    -- check run (one range of release_runs_status_created_idx), in id order so that two pauses
+    -- lock them in the same order.
+    FOR r IN
+        SELECT x.id, x.installation_id FROM public.release_runs x
+        WHERE x.status = 'dispatching' AND x.check_run_id IS NOT NULL
+          AND (p_scope = 0 OR x.installation_id = p_scope)
+        ORDER BY x.id
+    LOOP
+        v_reason := public.boardreadyops_outbox_dispatch_pause_reason(r.installation_id);
+        IF p_resumed AND v_reason IS NOT NULL THEN
+            CONTINUE; -- another pause (the global one, or the installation's) still holds it
+        END IF;
+        PERFORM public.boardreadyops_release_run_enqueue_check_run(r.id, 'dispatching',
+            CASE WHEN v_reason IS NULL
+                 THEN 'Workflow dispatches resumed: the release workflow is being started.'
+                 ELSE format('The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', v_reason)
+            END, NULL, v_now);
+        v_count := v_count + 1;
+    END LOOP;
+    IF v_count > 0 THEN
+        PERFORM pg_notify('boardreadyops_outbox', '');
+    END IF;
+    RETURN v_count;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_tell_pause(p_scope bigint, p_resumed boolean, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_tell_pause(p_scope bigint, p_resumed boolean, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_tell_pause(p_scope bigint, p_resumed boolean, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_unblock(public.control_plane_outbox, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_unblock(r public.control_plane_outbox, p_operator text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql

@@ -82,3 +82,66 @@ func TestDispatchPause(t *testing.T) {
 		})
 	}
 }
+
+// TestDispatchPauseTellsExistingCheckRuns: a release waiting for its dispatch with its check run
+// created is told when a pause begins or changes its reason (00028), and again when dispatches
+// resume; a resume of one installation under a global pause tells nothing; the dispatch is then
+// sent once.
+func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	exec := func(sql string, args ...any) {
+		t.Helper()
+		if _, err := e.pool.Exec(e.ctx, sql, args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := e.release(55501, "octo-org/hello-world", "v1.0.0")
+	// The pause begins before the dispatch: the run gets its check run and waits, dispatching.
+	exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub incident')`)
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.create/completed"] == 1 })
+	summary := func() string {
+		t.Helper()
+		crs := e.sim.CheckRuns(run)
+		if len(crs) != 1 || crs[0].Output.Summary == nil {
+			t.Fatalf("check runs of the release: %+v", crs)
+		}
+		return *crs[0].Output.Summary
+	}
+
+	exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub Actions incident 42')`)
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
+	if s := summary(); !strings.Contains(s, "The release is paused: an operator paused workflow dispatches (GitHub Actions incident 42)") {
+		t.Fatalf("after the pause the check run says:\n%s", s)
+	}
+	// Installation 55501 paused and resumed while the global pause holds it: the resume tells
+	// nothing.
+	exec(`SELECT boardreadyops_outbox_pause_dispatches(55501, 'alice', 'noisy')`)
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
+	exec(`SELECT boardreadyops_outbox_resume_dispatches(55501, 'alice', 'quiet again')`)
+	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete' AND status = 'available'`); n != 0 {
+		t.Fatalf("%d check-run updates for a run the global pause still holds, want 0", n)
+	}
+
+	exec(`SELECT boardreadyops_outbox_resume_dispatches(NULL, 'alice', 'incident over')`)
+	e.runUntil(d, func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run) == 1
+	})
+	var attempt string
+	if err := e.pool.QueryRow(e.ctx, `SELECT id::text FROM execution_attempts WHERE release_run_id = $1`, run).Scan(&attempt); err != nil {
+		t.Fatal(err)
+	}
+	if n := e.sim.Dispatches(attempt); n != 1 {
+		t.Fatalf("dispatched %d times, want once", n)
+	}
+	// The resumption was told (or already superseded by the running update), never the pause.
+	var told int
+	if err := e.pool.QueryRow(e.ctx, `SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1
+		AND effect_type = 'github.check_run.complete' AND payload->>'notice' LIKE 'Workflow dispatches resumed%'`, run).Scan(&told); err != nil || told != 1 {
+		t.Fatalf("%d resumption updates (%v), want 1", told, err)
+	}
+	if s := summary(); strings.Contains(s, "The release is paused") {
+		t.Fatalf("after the resume the check run says:\n%s", s)
+	}
+}
