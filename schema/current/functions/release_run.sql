@@ -318,6 +318,48 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_read_back_quiet(interval, integer, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    v_count integer := 0;
+    a       record;
+BEGIN
+    IF p_quiet IS NULL OR p_quiet < interval '5 minutes' THEN
+        RAISE EXCEPTION 'read-back quiet period must be at least 5 minutes, got %', p_quiet USING ERRCODE = '22023';
+    END IF;
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'read-back limit must be 1 to 1000, got %', p_limit USING ERRCODE = '22023';
+    END IF;
+    FOR a IN
+        SELECT x.id
+        FROM public.release_runs r
+        JOIN public.execution_attempts x ON x.release_run_id = r.id AND x.number = r.current_attempt
+        WHERE r.status = 'running' AND r.created_at < v_now - p_quiet
+          AND x.status = 'running' AND x.workflow_run_id IS NOT NULL AND x.updated_at < v_now - p_quiet
+          AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                          WHERE o.execution_attempt_id = x.id AND o.effect_type = 'github.workflow_run.read'
+                            AND o.created_at > v_now - p_quiet)
+        ORDER BY r.created_at
+        LIMIT p_limit
+        FOR UPDATE OF x SKIP LOCKED -- another replica's sweep has these: it reads them
+    LOOP
+        IF public.boardreadyops_outbox_enqueue_workflow_run_read(a.id, v_now) IS NOT NULL THEN
+            v_count := v_count + 1;
+        END IF;
+    END LOOP;
+    RETURN v_count;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_request_from_check_run(bigint, text, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, outbox_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER

@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,6 +48,27 @@ func (w *Worker) staleRuns() queuerun.Task {
 			}
 			for _, s := range staleStates {
 				w.metrics.stale.WithLabelValues(s).Set(float64(counts[s]))
+			}
+			return nil
+		}}
+}
+
+// readBackQuiet enqueues a read of the workflow run of every running release run quiet for
+// ReadBackAfter (a lost workflow_run.completed webhook): the dispatcher performs the GET and
+// finishes the run from GitHub's answer, so lifecycle itself makes no GitHub request. Each
+// replica runs it; the attempts it reads are locked SKIP LOCKED, so two never read one twice.
+func (w *Worker) readBackQuiet() queuerun.Task {
+	return queuerun.Task{Name: "read back quiet release runs", Interval: time.Minute, Immediately: true,
+		Run: func(ctx context.Context) error {
+			var n int
+			if err := w.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_read_back_quiet($1, 100)`, w.cfg.ReadBackAfter).Scan(&n); err != nil {
+				return fmt.Errorf("read back quiet release runs: %w", err)
+			}
+			if n > 0 {
+				w.cfg.Logger.InfoContext(ctx, "reading quiet workflow runs back from GitHub", "runs", n, "quiet_for", w.cfg.ReadBackAfter.String())
+				if w.cfg.OnEffects != nil {
+					w.cfg.OnEffects()
+				}
 			}
 			return nil
 		}}

@@ -62,6 +62,10 @@ type Config struct {
 	// StaleAfter is the age beyond which a release run that has not finished counts as stale
 	// (gauge boardreadyops_release_runs_stale); at least 1m, default 1h.
 	StaleAfter time.Duration
+	// ReadBackAfter is how long a running release run's workflow run may stay quiet (no webhook,
+	// no change) before it is read back from GitHub through a github.workflow_run.read effect
+	// (boardreadyops_release_run_read_back_quiet, checked every minute); at least 5m, default 30m.
+	ReadBackAfter time.Duration
 
 	// Handler applies the jobs. Required.
 	Handler Handler
@@ -92,6 +96,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.StaleAfter != 0 && c.StaleAfter < time.Minute {
 		errs = append(errs, fmt.Errorf("worker: Config.StaleAfter %v: at least 1m", c.StaleAfter))
 	}
+	if c.ReadBackAfter != 0 && c.ReadBackAfter < 5*time.Minute {
+		errs = append(errs, fmt.Errorf("worker: Config.ReadBackAfter %v: at least 5m", c.ReadBackAfter))
+	}
 	if min(c.Lease, c.PollInterval, c.MaxBackoff, c.RecoverInterval, c.StatsInterval) < 0 {
 		errs = append(errs, errors.New("worker: Config durations must not be negative"))
 	}
@@ -109,6 +116,7 @@ func (c Config) withDefaults() (Config, error) {
 	c.RecoverInterval = cmp.Or(c.RecoverInterval, max(c.Lease/4, time.Second))
 	c.StatsInterval = cmp.Or(c.StatsInterval, 5*time.Second)
 	c.StaleAfter = cmp.Or(c.StaleAfter, time.Hour)
+	c.ReadBackAfter = cmp.Or(c.ReadBackAfter, 30*time.Minute)
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(prometheus.NewRegistry())
 	}
@@ -157,7 +165,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Worker, error) {
 		Listen: cfg.Listen, ListenChannel: notify.Jobs, ListenConn: pool.Config().ConnConfig,
 		Claim: queuerun.ClaimConfig[jobs.Job]{SpanName: "lifecycle.claim", Tracer: cfg.Tracer,
 			Traceparent: func(j jobs.Job) *string { return j.Traceparent }},
-		Recovery: w.recovery(), Stats: w.stats(), Tasks: []queuerun.Task{w.staleRuns()}}
+		Recovery: w.recovery(), Stats: w.stats(), Tasks: []queuerun.Task{w.staleRuns(), w.readBackQuiet()}}
 	if w.run, err = queuerun.New(rc); err != nil {
 		return nil, err
 	}

@@ -58,3 +58,72 @@ func TestRepairReadsTheConclusionBack(t *testing.T) {
 		t.Fatalf("outbox %v", st)
 	}
 }
+
+// A workflow run finishes and its webhook never arrives. Once the attempt has been quiet for the
+// read-back period, lifecycle's upkeep (boardreadyops_release_run_read_back_quiet, 00029)
+// enqueues a read; the dispatcher reads the run back and the release run finishes. A second sweep
+// within the period reads nothing again; a run read while still in progress is read again only
+// after another period.
+func TestQuietRunsAreReadBack(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.release(55501, "octo-org/hello-world", "v4.1.0")
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
+	sweep := func() int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := sweep(); n != 0 {
+		t.Fatalf("a run dispatched just now read back: %d", n)
+	}
+	age := func() {
+		t.Helper()
+		for _, sql := range []string{
+			`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
+			`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
+			`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
+		} {
+			if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	age()
+	// Still in progress on GitHub: read once, nothing changes, not read again within the period.
+	if n := sweep(); n != 1 {
+		t.Fatalf("quiet run: %d reads enqueued, want 1", n)
+	}
+	e.runUntil(d, func() bool { return e.statuses()["github.workflow_run.read/completed"] == 1 })
+	if n := sweep(); n != 0 {
+		t.Fatalf("read again within the period: %d", n)
+	}
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 {
+		t.Fatalf("%d workflow runs", len(runs))
+	}
+	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
+		t.Fatal(err)
+	}
+	age()
+	if n := sweep(); n != 1 {
+		t.Fatalf("after another period: %d reads enqueued, want 1", n)
+	}
+	e.runUntil(d, func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'succeeded'`, run) == 1 &&
+			e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`) == 0
+	})
+	if n := e.sim.Count(githubsim.OpGetWorkflowRun, 200); n != 2 {
+		t.Fatalf("%d workflow run reads, want 2", n)
+	}
+	if c := e.sim.CheckRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" {
+		t.Fatalf("check run %+v", c)
+	}
+	if n := sweep(); n != 0 {
+		t.Fatalf("a finished run read back: %d", n)
+	}
+}
