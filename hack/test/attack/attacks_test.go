@@ -96,6 +96,10 @@ func TestAttacks(t *testing.T) {
 	// back.
 	t.Run("replayed installation", func(t *testing.T) {
 		created := p.mustDeliver(t, "installation", "", installationEvent("created", 4001, "gone", repository("gone/app")))
+		// Applied before the deletion is sent: two lifecycle claim loops may otherwise apply the
+		// deletion first (lifecycle applies installation events in the order its claim loops
+		// commit them, not GitHub's), and the attack here is the replay, not the order.
+		p.settle(t)
 		p.mustDeliver(t, "installation", "", installationEvent("deleted", 4001, "gone", repository("gone/app")))
 		p.settle(t)
 		code := p.deliver(t, "installation", "", "", created)
