@@ -76,7 +76,11 @@ func run(ctx context.Context, ingestURL, secretFile, dbURL string, appID int64) 
 	good, flaky := fmt.Sprintf("v1.%d.0", stamp), fmt.Sprintf("v1.%d.1-fail", stamp)
 	owner := map[string]any{"login": "demo-org", "type": "Organization"}
 	repo := map[string]any{"id": repositoryID, "name": "rocket", "full_name": repository, "default_branch": "main", "owner": owner}
-	inst := map[string]any{"id": installationID, "account": owner, "app_id": appID}
+	// As in GitHub's payloads, the installation carries when it changed: each make run's
+	// installation event is a new body, not a replay of the previous run's (which ingest answers
+	// 200 and does not store, docs/security.md).
+	inst := map[string]any{"id": installationID, "account": owner, "app_id": appID,
+		"updated_at": time.Unix(stamp, 0).UTC().Format(time.RFC3339)}
 
 	step("GitHub: App installed on demo-org with demo-org/rocket")
 	if err := d.send(ctx, "installation", map[string]any{"action": "created", "installation": inst,
