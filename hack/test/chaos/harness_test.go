@@ -342,8 +342,11 @@ func push(r, tag int) map[string]any {
 
 // load sends runs release-tag pushes from a few concurrent senders, spread over duration, and
 // returns when every one was accepted.
+// loadRepos is the number of repositories the load spreads its pushes over.
+const loadRepos = 12
+
 func (e *env) load(runs int, duration time.Duration) {
-	const senders, repos = 4, 12
+	const senders, repos = 4, loadRepos
 	var wg sync.WaitGroup
 	gap := duration / time.Duration(max(runs/senders, 1))
 	for s := range senders {
