@@ -213,37 +213,45 @@ func TestRateLimitBlockIsSharedByReplicas(t *testing.T) {
 	}
 }
 
-// A rate-limit storm — secondary limits on 20 % of all requests for a while, half with
-// Retry-After and half without — over three replicas and several installations ends with every
-// run delivered, no dead letter, no reconciliation and no dispatch sent twice.
+// A rate-limit storm — secondary limits on 20 % of all requests for 30 s, half with Retry-After
+// and half without — over three replicas and ten installations, with new release runs arriving
+// all through it, ends with every run delivered, no dead letter, no reconciliation and no
+// dispatch sent twice.
 func TestRateLimitStorm(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	const installations, perInstallation = 5, 8
+	const installations, stormFor, every = 10, 30 * time.Second, 100 * time.Millisecond
 	e.sim.SetLimits(githubsim.Limits{Budget: 5000})
 	e.sim.AddFault(githubsim.Fault{SecondaryRateLimit: true, Probability: 0.1, RetryAfter: time.Second})
 	e.sim.AddFault(githubsim.Fault{SecondaryRateLimit: true, Probability: 0.1 / 0.9})
-	for i := range installations * perInstallation {
-		e.release(int64(33001+i%installations), fmt.Sprintf("storm-org-%d/repo", i%installations), fmt.Sprintf("v1.%d.0", i))
-	}
 	stop := e.replicas(3, func(c *dispatcher.Config) {
 		c.PerInstallation, c.MutationInterval = 1, 20*time.Millisecond
 		c.RateLimitBackoff, c.RateLimitMaxBackoff = 200*time.Millisecond, time.Second
 	})
 	defer stop()
-	storm := time.AfterFunc(4*time.Second, e.sim.ClearFaults)
-	defer storm.Stop()
-	runs := installations * perInstallation
+	start := time.Now()
+	runs := 0
+	for time.Since(start) < stormFor {
+		e.release(int64(33001+runs%installations), fmt.Sprintf("storm-org-%d/repo", runs%installations), fmt.Sprintf("v1.%d.0", runs))
+		runs++
+		time.Sleep(every)
+	}
+	end := time.Now()
+	e.sim.ClearFaults()
 	e.deliverRuns(runs, stop)
-	limitedRequests := 0
+	var limited, lastThird int
 	for _, j := range e.sim.Journal() {
-		if j.Status == 403 {
-			limitedRequests++
+		if j.Status != 403 {
+			continue
+		}
+		limited++
+		if j.Time.After(end.Add(-stormFor / 3)) {
+			lastThird++
 		}
 	}
-	if limitedRequests == 0 {
-		t.Fatal("the storm limited nothing")
+	if limited == 0 || lastThird == 0 {
+		t.Fatalf("%d requests limited, %d in the storm's last third: the storm did not last", limited, lastThird)
 	}
 	e.exactlyOnce(runs)
-	t.Logf("%d requests rate limited during the storm", limitedRequests)
+	t.Logf("%d release runs over %s; %d requests rate limited, %d of them in the last third", runs, end.Sub(start).Round(time.Second), limited, lastThird)
 }
