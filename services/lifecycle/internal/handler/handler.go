@@ -107,7 +107,7 @@ func (h *Handlers) Handle(ctx context.Context, tx pgx.Tx, job Job) (Result, erro
 	d := &job.Document
 	switch d.Event {
 	case eventdoc.EventInstallation:
-		return h.installation(ctx, tx, d)
+		return h.installation(ctx, tx, job)
 	case eventdoc.EventInstallationRepositories:
 		return h.installationRepositories(ctx, tx, d)
 	case eventdoc.EventRepository:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -97,7 +98,12 @@ func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, 
 }
 
 // installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
-func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+//
+// created, deleted, suspend and unsuspend are applied in the order ingest received them
+// (00033): one older than the last applied is ignored, whichever lifecycle loop or replica
+// commits first.
+func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
+	d := &job.Document
 	in := d.Installation
 	if in == nil || in.ID <= 0 {
 		return ignored(), nil
@@ -105,36 +111,48 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, d *eventdoc.Docu
 	if err := upsertInstallation(ctx, tx, in); err != nil {
 		return Result{}, err
 	}
+	set, ok := installationStates[d.Action]
+	if !ok {
+		if d.Action == "new_permissions_accepted" {
+			return applied(0), nil // recorded by the upsert above
+		}
+		return ignored(), nil
+	}
+	var received *time.Time // a job always has its inbox row's time; none counts as now
+	if !job.ReceivedAt.IsZero() {
+		received = &job.ReceivedAt
+	}
+	tag, err := tx.Exec(ctx, `UPDATE installations SET `+set+`, lifecycle_event_at = coalesce($2, now()), updated_at = now()
+		WHERE id = $1 AND (lifecycle_event_at IS NULL OR lifecycle_event_at <= coalesce($2, now()))`, in.ID, received)
+	if err != nil {
+		return Result{}, fmt.Errorf("%s installation %d: %w", d.Action, in.ID, err)
+	}
+	if tag.RowsAffected() == 0 {
+		h.logger.Info("installation event older than the one applied; ignored", "installation_id", in.ID,
+			"action", d.Action, "received_at", job.ReceivedAt)
+		return ignored(), nil
+	}
 	switch d.Action {
 	case "created":
-		_, err := tx.Exec(ctx, `UPDATE installations SET deleted_at = NULL, suspended_at = NULL, updated_at = now() WHERE id = $1`, in.ID)
-		if err != nil {
-			return Result{}, fmt.Errorf("activate installation %d: %w", in.ID, err)
-		}
 		return applied(0), upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories)
 	case "deleted":
-		if _, err := tx.Exec(ctx, `UPDATE installations SET deleted_at = now(), updated_at = now() WHERE id = $1`, in.ID); err != nil {
-			return Result{}, fmt.Errorf("delete installation %d: %w", in.ID, err)
-		}
 		if _, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = now(), updated_at = now()
 			WHERE installation_id = $1 AND removed_at IS NULL`, in.ID); err != nil {
 			return Result{}, fmt.Errorf("remove repositories of installation %d: %w", in.ID, err)
 		}
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation deleted")
 	case "suspend":
-		if _, err := tx.Exec(ctx, `UPDATE installations SET suspended_at = now(), updated_at = now() WHERE id = $1`, in.ID); err != nil {
-			return Result{}, fmt.Errorf("suspend installation %d: %w", in.ID, err)
-		}
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation suspended")
-	case "unsuspend":
-		if _, err := tx.Exec(ctx, `UPDATE installations SET suspended_at = NULL, updated_at = now() WHERE id = $1`, in.ID); err != nil {
-			return Result{}, fmt.Errorf("unsuspend installation %d: %w", in.ID, err)
-		}
-		return applied(0), nil
-	case "new_permissions_accepted":
-		return applied(0), nil // recorded by the upsert above
 	}
-	return ignored(), nil
+	return applied(0), nil
+}
+
+// installationStates is what each ordered installation action sets (constant SQL fragments).
+var installationStates = map[string]string{
+	"created":   "deleted_at = NULL, suspended_at = NULL",
+	"deleted":   "deleted_at = now()",
+	"suspend":   "suspended_at = now()",
+	"unsuspend": "suspended_at = NULL",
 }
 
 func (h *Handlers) deadLetterInstallation(ctx context.Context, tx pgx.Tx, installationID int64, why string) error {

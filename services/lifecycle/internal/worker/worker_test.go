@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/testkit/metricstest"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
@@ -81,6 +84,64 @@ func TestInstallationAndRepositoryState(t *testing.T) {
 		if got := read(); got != s.want {
 			t.Fatalf("%s:\n got %+v\nwant %+v", s.name, got, s.want)
 		}
+	}
+}
+
+// Two installation events received in one order and committed in the other (two lifecycle
+// loops, or replicas, each claimed one): the state is the later-received event's, and the older
+// one is ignored.
+func TestInstallationEventsApplyInReceivedOrder(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		first, second       string // in the order received; committed second, first
+		suspended, deleted  bool   // the state after both
+		firstOutcomeApplied bool
+	}{
+		{first: "created", second: "deleted", deleted: true},
+		{first: "deleted", second: "created"},
+		{first: "suspend", second: "unsuspend"},
+		{first: "unsuspend", second: "suspend", suspended: true},
+		{first: "created", second: "suspend", suspended: true},
+		{first: "new_permissions_accepted", second: "deleted", deleted: true, firstOutcomeApplied: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.first+" then "+tt.second, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			reg := prometheus.NewRegistry()
+			b.metricsRegistry(reg)
+			b.deliver(installationEvent("created"))
+			b.drain()
+			first := b.deliver(installationEvent(tt.first))
+			// The first-received job waits while the second is received and committed.
+			if _, err := b.pool.Exec(b.ctx, `UPDATE control_plane_jobs SET available_at = now() + interval '1 hour' WHERE id = $1`, first); err != nil {
+				t.Fatal(err)
+			}
+			second := b.deliver(installationEvent(tt.second))
+			b.drain()
+			if _, err := b.pool.Exec(b.ctx, `UPDATE control_plane_jobs SET available_at = now() WHERE id = $1`, first); err != nil {
+				t.Fatal(err)
+			}
+			b.drain()
+			for _, j := range []int64{first, second} {
+				if st := b.jobStatus(j); st != "completed" {
+					t.Fatalf("job %d %s", j, st)
+				}
+			}
+			var suspended, deleted bool
+			if err := b.pool.QueryRow(b.ctx, `SELECT suspended_at IS NOT NULL, deleted_at IS NOT NULL FROM installations WHERE id = $1`,
+				installationID).Scan(&suspended, &deleted); err != nil {
+				t.Fatal(err)
+			}
+			if suspended != tt.suspended || deleted != tt.deleted {
+				t.Fatalf("suspended %v deleted %v, want %v %v: the older event overwrote the newer", suspended, deleted, tt.suspended, tt.deleted)
+			}
+			ignored := metricstest.Scrape(t, reg)[metricstest.Key("boardreadyops_lifecycle_jobs_processed_total",
+				map[string]string{"kind": "installation", "outcome": "ignored"})]
+			if want := map[bool]float64{true: 0, false: 1}[tt.firstOutcomeApplied]; ignored != want {
+				t.Fatalf("%v installation jobs ignored, want %v", ignored, want)
+			}
+		})
 	}
 }
 
