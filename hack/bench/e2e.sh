@@ -6,12 +6,19 @@
 # finished; then pgbench.
 #
 #   hack/bench/e2e.sh [--runs 50000] [--rate 0] [--installations 10] [--repositories 100] [--pacing off|on]
+#                     [--pooler none|pgbouncer] [--listen on|off]
 #
 # --pacing off (the default) turns the dispatcher's per-installation pacing off
 # (BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=0): at GitHub's pace of one request per installation
 # per second, 10 installations would bound this benchmark at ~10 effects/s. hack/bench/pacing.sh
 # compares both over one installation per run.
-runs=50000 rate=0 installations=10 repositories=100 pacing=off
+#
+# --pooler pgbouncer puts Debian's PgBouncer in transaction pooling mode between the three services
+# and the server, as docs/operations.md ("Connection poolers") sets it up: the services' URL gets
+# default_query_exec_mode=exec and LISTEN is off (polling); loadgen, migrations and pgbench stay
+# direct. --listen off turns LISTEN off on a direct run too, the fair comparison
+# (hack/bench/pooler.sh runs both alternately).
+runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
 while (($#)); do
 	case "$1" in
 	--runs) runs=$2; shift 2 ;;
@@ -19,6 +26,8 @@ while (($#)); do
 	--installations) installations=$2; shift 2 ;;
 	--repositories) repositories=$2; shift 2 ;;
 	--pacing) pacing=$2; shift 2 ;;
+	--pooler) pooler=$2; shift 2 ;;
+	--listen) listen=$2; shift 2 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -27,10 +36,21 @@ on) per_installation=1 ;;
 off) per_installation=0 ;;
 *) echo "--pacing on|off" >&2; exit 2 ;;
 esac
+case "$pooler/$listen" in
+none/on | none/off | pgbouncer/off) ;;
+pgbouncer/on) listen=off ;;
+*) echo "--pooler none|pgbouncer, --listen on|off" >&2; exit 2 ;;
+esac
 source "$(dirname "$0")/lib.sh"
 
+services_db=$db
+if [[ $pooler == pgbouncer ]]; then
+	start_pgbouncer
+	services_db=$pooled_db
+fi
+
 bin/devkeys --dir "$work/dev"
-export LOG_LEVEL=warn DATABASE_URL=$db BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
+export LOG_LEVEL=warn DATABASE_URL=$services_db BOARDREADYOPS_LISTEN=$([[ $listen == on ]] && echo true || echo false) BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
 	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18091/
 bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
 	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms >"$work/githubsim.log" 2>&1 &

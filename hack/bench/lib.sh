@@ -95,3 +95,36 @@ pg_update_floor() {
 	cpu1=$(pg_cpu_seconds)
 	awk -v c0="$cpu0" -v c1="$cpu1" -v tx="$tx" 'BEGIN {printf "update floor: %d rows in 10 s (%d rows/s); PostgreSQL CPU %.1f µs per row\n", 64 * tx, 6.4 * tx, 1e6 * (c1 - c0) / (64 * tx)}'
 }
+
+# start_pgbouncer: Debian's PgBouncer in transaction pooling mode in front of the benchmark server
+# (20 server connections per database and user, as docs/operations.md suggests); sets
+# $pooled_db, the URL the services use through it.
+start_pgbouncer() {
+	local bport=$((port + 1)) dir=$work/pgbouncer bin
+	bin=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+	mkdir -p "$dir"
+	printf '"postgres" ""\n' >"$dir/userlist.txt"
+	cat >"$dir/pgbouncer.ini" <<-EOF
+		[databases]
+		* = host=127.0.0.1 port=$port
+		[pgbouncer]
+		listen_addr = 127.0.0.1
+		listen_port = $bport
+		unix_socket_dir =
+		auth_type = trust
+		auth_file = $dir/userlist.txt
+		logfile = $dir/pgbouncer.log
+		pool_mode = transaction
+		default_pool_size = 20
+		max_client_conn = 1000
+		ignore_startup_parameters = extra_float_digits
+	EOF
+	local user=()
+	if ((EUID == 0)); then chown -R nobody "$dir"; user=(-u nobody); fi # it refuses to run as root
+	"$bin" "${user[@]}" "$dir/pgbouncer.ini" >"$dir/stdout.log" 2>&1 &
+	pids+=($!)
+	local url=${db/:$port\//:$bport/}
+	url+=$([[ $url == *\?* ]] && echo '&' || echo '?')default_query_exec_mode=exec
+	for _ in $(seq 1 100); do psql -Atq "${url%%\?*}" -c 'SELECT 1' >/dev/null 2>&1 && break; sleep 0.1; done
+	pooled_db=$url
+}
