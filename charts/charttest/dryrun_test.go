@@ -28,8 +28,9 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	env := &envtest.Environment{
-		// The chart's own CRD and the Prometheus Operator's ServiceMonitor and PrometheusRule.
-		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds"), filepath.Join("testdata", "crds")},
+		// The chart's own CRD (as generated; the chart renders it with its labels and the keep
+		// annotation) and the Prometheus Operator's ServiceMonitor and PrometheusRule.
+		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "files", "crds"), filepath.Join("testdata", "crds")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
@@ -61,6 +62,14 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 			objs := renderObjects(t, file, ns.Name)
 			for _, o := range objs {
+				if o.u.GetKind() == "CustomResourceDefinition" {
+					// Cluster-scoped and already served: applied as an upgrade would apply it.
+					if err := c.Patch(ctx, o.u.DeepCopy(), client.Apply, client.DryRunAll, client.FieldValidation("Strict"),
+						client.FieldOwner("charttest"), client.ForceOwnership); err != nil {
+						t.Errorf("%s: server-side dry run: %v", o, err)
+					}
+					continue
+				}
 				if o.u.GetNamespace() != ns.Name {
 					t.Errorf("%s: namespace %q, want the release namespace %q", o, o.u.GetNamespace(), ns.Name)
 				}
