@@ -50,6 +50,9 @@ func TestHooksGoAfterTheirRun(t *testing.T) {
 		if got := split(a["helm.sh/hook-delete-policy"]); !slices.Equal(got, w.policies) {
 			t.Errorf("%s: hook-delete-policy %q, want %v", o, a["helm.sh/hook-delete-policy"], w.policies)
 		}
+		if o.u.GetKind() == "OutboxMonitor" && a["boardreadyops.io/delete-with-dispatcher"] != "true" {
+			t.Errorf("%s: not annotated boardreadyops.io/delete-with-dispatcher: helm uninstall would leave it", o)
+		}
 	}
 	for kind := range want {
 		if seen[kind] == 0 {
