@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/common"
 	chart "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/kube"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -37,9 +39,9 @@ const crdName = "outboxmonitors.boardreadyops.io"
 //     the operator's types) changes the served CRD: an OutboxMonitor using the field is accepted
 //     under strict field validation, where before the upgrade it was refused;
 //   - helm uninstall keeps the CRD (helm.sh/resource-policy: keep);
-//   - a CRD that an older chart installed from crds/ (no Helm ownership) stops the upgrade that
-//     brings the template, naming the conflict, until the upgrade takes ownership
-//     (docs/upgrading.md, "The CRD").
+//   - a release of the chart as it was before (the CRD in crds/, which Helm installs without
+//     ownership, and the OutboxMonitor a release object) upgrades to this chart once the upgrade
+//     takes ownership of the CRD; without, Helm names the conflict (docs/upgrading.md, "The CRD").
 func TestCRDUpgradesWithTheChart(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -99,19 +101,23 @@ func TestCRDUpgradesWithTheChart(t *testing.T) {
 	}
 	crd = servedCRD(t, ctx, c)
 
-	// A CRD as Helm's crds/ installs it: no ownership. The release of the chart before (no CRD
-	// among its objects) installs; the upgrade that brings the template must take ownership.
-	for _, k := range []string{"meta.helm.sh/release-name", "meta.helm.sh/release-namespace", "helm.sh/resource-policy"} {
-		delete(crd.Annotations, k)
-	}
-	delete(crd.Labels, "app.kubernetes.io/managed-by")
-	if err := c.Update(ctx, crd); err != nil {
+	// The chart as it was before the CRD became a template (crds/, the OutboxMonitor a release
+	// object): Helm installs its CRD without ownership, so the upgrade that brings the template
+	// stops until it takes ownership. The CRD the uninstall kept goes first, as on a cluster
+	// that never ran this chart version.
+	if err := c.Delete(ctx, crd); err != nil {
 		t.Fatal(err)
 	}
-	helm.install(t, ctx, loadChart(t), merge(deepCopy(vals), map[string]any{"crds": map[string]any{"enabled": false}}))
+	waitGone(t, ctx, c, crd)
+	helm.install(t, ctx, chartWithCRDsDir(t), vals)
+	crd = servedCRD(t, ctx, c)
+	if _, owned := crd.Annotations["meta.helm.sh/release-name"]; owned {
+		t.Fatalf("the crds/ chart's CRD has Helm ownership: %v", crd.Annotations)
+	}
+	helm.monitorExists(t, ctx)
 	err = helm.upgradeErr(ctx, loadChart(t), vals, false)
 	if err == nil || !strings.Contains(err.Error(), "invalid ownership metadata") {
-		t.Fatalf("upgrade over a CRD from crds/: %v, want the ownership conflict", err)
+		t.Fatalf("upgrade over the crds/ chart's CRD: %v, want Helm's ownership conflict", err)
 	}
 	helm.upgrade(t, ctx, loadChart(t), vals, true)
 	crd = servedCRD(t, ctx, c)
@@ -119,7 +125,10 @@ func TestCRDUpgradesWithTheChart(t *testing.T) {
 		crd.Labels["app.kubernetes.io/managed-by"] != "Helm" {
 		t.Fatalf("adopted CRD: annotations %v, labels %v", crd.Annotations, crd.Labels)
 	}
-	helm.monitorExists(t, ctx)
+	// The upgrade deleted the monitor as a release object and created it as the hook.
+	if m := helm.monitorExists(t, ctx); m.GetAnnotations()["helm.sh/hook"] != "post-install,post-upgrade" {
+		t.Fatalf("the OutboxMonitor after the upgrade from crds/: annotations %v, want the hook's", m.GetAnnotations())
+	}
 }
 
 // releaseHelm drives Helm's actions for one release namespace.
@@ -182,8 +191,8 @@ func (h *releaseHelm) upgradeErr(ctx context.Context, ch *chart.Chart, vals map[
 	return err
 }
 
-// monitorExists checks the release's OutboxMonitor hook is there.
-func (h *releaseHelm) monitorExists(t *testing.T, ctx context.Context) {
+// monitorExists returns the release's OutboxMonitor, failing when it is not there.
+func (h *releaseHelm) monitorExists(t *testing.T, ctx context.Context) *unstructured.Unstructured {
 	t.Helper()
 	m := &unstructured.Unstructured{}
 	m.SetAPIVersion("boardreadyops.io/v1alpha1")
@@ -191,6 +200,7 @@ func (h *releaseHelm) monitorExists(t *testing.T, ctx context.Context) {
 	if err := h.c.Get(ctx, client.ObjectKey{Namespace: h.namespace, Name: releaseName + "-boardreadyops-outbox-dispatcher"}, m); err != nil {
 		t.Fatalf("the release's OutboxMonitor: %v", err)
 	}
+	return m
 }
 
 // createNoted creates (dry run, strict field validation) an OutboxMonitor that sets spec.note,
@@ -241,4 +251,49 @@ func chartWithNote(t *testing.T) *chart.Chart {
 	}
 	t.Fatal("the chart holds no files/crds/boardreadyops.io_outboxmonitors.yaml")
 	return nil
+}
+
+// chartWithCRDsDir is the chart as it was before the CRD became a template: the generated CRD in
+// crds/ and the OutboxMonitor a release object, not a hook.
+func chartWithCRDsDir(t *testing.T) *chart.Chart {
+	t.Helper()
+	ch := loadChart(t)
+	i := slices.IndexFunc(ch.Files, func(f *common.File) bool { return f.Name == "files/crds/boardreadyops.io_outboxmonitors.yaml" })
+	if i < 0 {
+		t.Fatal("the chart holds no generated CRD")
+	}
+	ch.Files = append(ch.Files, &common.File{Name: "crds/boardreadyops.io_outboxmonitors.yaml", Data: ch.Files[i].Data})
+	ch.Templates = slices.DeleteFunc(ch.Templates, func(f *common.File) bool { return f.Name == "templates/operator-crd.yaml" })
+	for _, f := range ch.Templates {
+		if f.Name != "templates/operator-outboxmonitor.yaml" {
+			continue
+		}
+		var kept []string
+		for _, l := range strings.Split(string(f.Data), "\n") {
+			if strings.TrimSpace(l) != "annotations:" && !strings.Contains(l, "helm.sh/hook") && !strings.Contains(l, "delete-with-dispatcher") {
+				kept = append(kept, l)
+			}
+		}
+		f.Data = []byte(strings.Join(kept, "\n"))
+		return ch
+	}
+	t.Fatal("the chart holds no templates/operator-outboxmonitor.yaml")
+	return nil
+}
+
+// waitGone waits until the API server no longer serves obj (a CRD's deletion waits for its
+// objects' cleanup).
+func waitGone(t *testing.T, ctx context.Context, c client.Client, obj client.Object) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj)
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there after a minute: %v", obj.GetName(), err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
