@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -63,9 +64,16 @@ func TestServerSideDryRun(t *testing.T) {
 			objs := renderObjects(t, file, ns.Name)
 			for _, o := range objs {
 				if o.u.GetKind() == "CustomResourceDefinition" {
-					// Cluster-scoped and already served: applied as an upgrade would apply it.
-					if err := c.Patch(ctx, o.u.DeepCopy(), client.Apply, client.DryRunAll, client.FieldValidation("Strict"),
-						client.FieldOwner("charttest"), client.ForceOwnership); err != nil {
+					// Cluster-scoped and already served (TestMain installed it): replaced, as an
+					// upgrade replaces it.
+					live := &unstructured.Unstructured{}
+					live.SetGroupVersionKind(o.u.GroupVersionKind())
+					if err := c.Get(ctx, client.ObjectKeyFromObject(o.u), live); err != nil {
+						t.Fatalf("%s: %v", o, err)
+					}
+					u := o.u.DeepCopy()
+					u.SetResourceVersion(live.GetResourceVersion())
+					if err := c.Update(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
 						t.Errorf("%s: server-side dry run: %v", o, err)
 					}
 					continue
