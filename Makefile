@@ -82,7 +82,10 @@ $(TOOLS)/controller-gen:
 .PHONY: generate
 generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its CRD and RBAC rules into the chart, the schema snapshot schema/current (needs PostgreSQL 15) and the Grafana dashboards (hack/dashboards)
 	cd services/operator && $(TOOLS)/controller-gen object paths=./api/...
-	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/crds
+	@# The CRD is generated into files/crds/ and rendered by templates/operator-crd.yaml (not crds/,
+	@# which Helm never upgrades); the directory is emptied first so that a renamed kind leaves no stale file.
+	rm -rf $(CHART)/files/crds
+	cd services/operator && $(TOOLS)/controller-gen crd paths=./api/... output:crd:dir=$(CURDIR)/$(CHART)/files/crds
 	cd services/operator && $(TOOLS)/controller-gen rbac:roleName=boardreadyops-operator paths=./internal/controller/... output:rbac:dir=$(CURDIR)/$(CHART)/files
 	PATH="$(PG15_BIN):$$PATH" go run ./hack/schemasnap -out schema/current
 	go run ./hack/dashboards -out $(CHART)/dashboards
@@ -90,7 +93,7 @@ generate: $(TOOLS)/controller-gen ## Generate the operator's deepcopy code, its 
 # The schema snapshot is generated with PostgreSQL 15 (Debian 12's postgresql); its bin directory
 # goes first on PATH when present.
 PG15_BIN     ?= /usr/lib/postgresql/15/bin
-GENERATED    := services/operator/api $(CHART)/crds $(CHART)/files schema/current $(CHART)/dashboards
+GENERATED    := services/operator/api $(CHART)/files schema/current $(CHART)/dashboards
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when generated files differ from what is committed (also new, uncommitted ones)

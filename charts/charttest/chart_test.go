@@ -72,7 +72,7 @@ func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
 }
 
 // TestRenderedObjects: the kinds each values file renders, one ConfigMap per dashboard (the
-// overview and one per service, hack/dashboards).
+// overview and one per service, hack/dashboards), hooks included.
 func TestRenderedObjects(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -80,12 +80,14 @@ func TestRenderedObjects(t *testing.T) {
 		kinds map[string]int
 	}{
 		{"minimal-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
-			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 4}},
+			"Job": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 4, "CustomResourceDefinition": 1}},
 		{"production-values.yaml", map[string]int{"Deployment": 4, "Service": 5, "ServiceAccount": 4, "PodDisruptionBudget": 3,
 			"Job": 1, "CronJob": 1, "Role": 1, "RoleBinding": 1, "OutboxMonitor": 1, "ConfigMap": 4, "Ingress": 1,
-			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 6, "ServiceMonitor": 1, "PrometheusRule": 1}},
+			"HorizontalPodAutoscaler": 3, "NetworkPolicy": 6, "ServiceMonitor": 1, "PrometheusRule": 1, "CustomResourceDefinition": 1}},
+		// The CRD does not depend on operator.enabled (crds.enabled does): turning the operator off
+		// leaves the OutboxMonitors of the cluster served.
 		{"no-operator-values.yaml", map[string]int{"Deployment": 3, "Service": 4, "ServiceAccount": 3, "PodDisruptionBudget": 3,
-			"NetworkPolicy": 3}},
+			"NetworkPolicy": 3, "CustomResourceDefinition": 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

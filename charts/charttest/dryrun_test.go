@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -28,8 +29,9 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	env := &envtest.Environment{
-		// The chart's own CRD and the Prometheus Operator's ServiceMonitor and PrometheusRule.
-		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "crds"), filepath.Join("testdata", "crds")},
+		// The chart's own CRD (as generated; the chart renders it with its labels and the keep
+		// annotation) and the Prometheus Operator's ServiceMonitor and PrometheusRule.
+		CRDDirectoryPaths:     []string{filepath.Join(chartDir, "files", "crds"), filepath.Join("testdata", "crds")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
@@ -61,6 +63,21 @@ func TestServerSideDryRun(t *testing.T) {
 			}
 			objs := renderObjects(t, file, ns.Name)
 			for _, o := range objs {
+				if o.u.GetKind() == "CustomResourceDefinition" {
+					// Cluster-scoped and already served (TestMain installed it): replaced, as an
+					// upgrade replaces it.
+					live := &unstructured.Unstructured{}
+					live.SetGroupVersionKind(o.u.GroupVersionKind())
+					if err := c.Get(ctx, client.ObjectKeyFromObject(o.u), live); err != nil {
+						t.Fatalf("%s: %v", o, err)
+					}
+					u := o.u.DeepCopy()
+					u.SetResourceVersion(live.GetResourceVersion())
+					if err := c.Update(ctx, u, client.DryRunAll, client.FieldValidation("Strict")); err != nil {
+						t.Errorf("%s: server-side dry run: %v", o, err)
+					}
+					continue
+				}
 				if o.u.GetNamespace() != ns.Name {
 					t.Errorf("%s: namespace %q, want the release namespace %q", o, o.u.GetNamespace(), ns.Name)
 				}

@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -10,29 +11,52 @@ import (
 // the chart renders must be deleted by Helm once its event's hooks have run (hook-succeeded; the
 // Job keeps its failed run for inspection until the next install or upgrade replaces it). make
 // test-cluster found the migration Job's NetworkPolicy left behind after uninstall.
+//
+// The one exception is the OutboxMonitor: a hook only because its CRD is created by the same
+// release (operator-crd.yaml), it must outlive its hook, so it is replaced at the next install or
+// upgrade (before-hook-creation) and never deleted after its run; the operator's owner reference
+// to the dispatcher Deployment removes it at uninstall.
 func TestHooksGoAfterTheirRun(t *testing.T) {
 	t.Parallel()
-	hooks := 0
+	// The hooks by kind: their events and delete policies, each sorted.
+	want := map[string]struct{ events, policies []string }{
+		"Job":           {[]string{"pre-install", "pre-upgrade"}, []string{"before-hook-creation", "hook-succeeded"}},
+		"NetworkPolicy": {[]string{"pre-install", "pre-upgrade"}, []string{"before-hook-creation", "hook-succeeded"}},
+		"OutboxMonitor": {[]string{"post-install", "post-upgrade"}, []string{"before-hook-creation"}},
+	}
+	split := func(s string) []string {
+		var out []string
+		for _, p := range strings.Split(s, ",") {
+			out = append(out, strings.TrimSpace(p))
+		}
+		slices.Sort(out)
+		return out
+	}
+	seen := map[string]int{}
 	for _, o := range renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "boardreadyops") {
 		a := o.u.GetAnnotations()
 		if a["helm.sh/hook"] == "" {
 			continue
 		}
-		hooks++
-		policies := strings.Split(a["helm.sh/hook-delete-policy"], ",")
-		has := func(p string) bool {
-			for _, q := range policies {
-				if strings.TrimSpace(q) == p {
-					return true
-				}
-			}
-			return false
+		w, ok := want[o.u.GetKind()]
+		if !ok {
+			t.Errorf("%s: a hook of a kind this test does not know", o)
+			continue
 		}
-		if !has("hook-succeeded") || !has("before-hook-creation") {
-			t.Errorf("%s: hook-delete-policy %q, want before-hook-creation and hook-succeeded", o, a["helm.sh/hook-delete-policy"])
+		seen[o.u.GetKind()]++
+		if got := split(a["helm.sh/hook"]); !slices.Equal(got, w.events) {
+			t.Errorf("%s: hook %q, want %v", o, a["helm.sh/hook"], w.events)
+		}
+		if got := split(a["helm.sh/hook-delete-policy"]); !slices.Equal(got, w.policies) {
+			t.Errorf("%s: hook-delete-policy %q, want %v", o, a["helm.sh/hook-delete-policy"], w.policies)
+		}
+		if o.u.GetKind() == "OutboxMonitor" && a["boardreadyops.io/delete-with-dispatcher"] != "true" {
+			t.Errorf("%s: not annotated boardreadyops.io/delete-with-dispatcher: helm uninstall would leave it", o)
 		}
 	}
-	if hooks < 2 {
-		t.Fatalf("%d hook objects rendered, want the migration Job and its NetworkPolicy", hooks)
+	for kind := range want {
+		if seen[kind] == 0 {
+			t.Errorf("no %s hook rendered", kind)
+		}
 	}
 }

@@ -184,6 +184,16 @@ func TestCluster(t *testing.T) {
 		return m.Status.LastScrapeTime != "", fmt.Sprintf("%+v", m.Status)
 	})
 	step("every Deployment Available, migration hook succeeded, OutboxMonitor has status")
+	// The CRD is a release object kept at uninstall; the OutboxMonitor, a hook, is owned by the
+	// dispatcher Deployment (the operator adds the reference) so that uninstall removes it.
+	if got := kubectl("get", "crd", "outboxmonitors.boardreadyops.io", "-o",
+		`jsonpath={.metadata.annotations.meta\.helm\.sh/release-name} {.metadata.annotations.helm\.sh/resource-policy}`); got != releaseName+" keep" {
+		t.Errorf("CRD release and resource policy: %q, want %q", got, releaseName+" keep")
+	}
+	waitFor(t, ctx, "the OutboxMonitor owned by the dispatcher Deployment", time.Minute, func() (bool, string) {
+		owner := kubectl("-n", namespace, "get", "outboxmonitor", prefix+"outbox-dispatcher", "-o", "jsonpath={.metadata.ownerReferences[*].name}")
+		return owner == prefix+"outbox-dispatcher", owner
+	})
 
 	ingestIP := strings.TrimSpace(kubectl("-n", namespace, "get", "service", prefix+"ingest", "-o", "jsonpath={.spec.clusterIP}"))
 	webhookURL := "http://" + ingestIP + "/webhook"

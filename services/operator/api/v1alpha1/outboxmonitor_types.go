@@ -24,6 +24,12 @@ const (
 	ConditionBrokerEvaluationRecommended = "BrokerEvaluationRecommended"
 )
 
+// AnnotationDeleteWithDispatcher, set to "true" on an OutboxMonitor, has the operator add an owner
+// reference from the monitor to the dispatcher Deployment it watches, so that the garbage
+// collector deletes the monitor with that Deployment. The chart sets it on the release's monitor:
+// a Helm hook (its CRD is created by the same release), which helm uninstall never deletes.
+const AnnotationDeleteWithDispatcher = "boardreadyops.io/delete-with-dispatcher"
+
 // OutboxMonitorSpec names the outbox-dispatcher to watch and the thresholds of the three
 // broker-transition triggers. The defaults: claim latency p99 above 250ms for 5m, the oldest
 // available effect older than 30s for 5m while the workers are healthy, more than 500 completed

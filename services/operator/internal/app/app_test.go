@@ -43,7 +43,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "..", "charts", "boardreadyops", "crds")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "..", "charts", "boardreadyops", "files", "crds")},
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}

@@ -37,9 +37,9 @@ import (
 
 // The operator's permissions, generated into the chart's Role by `make generate`. It reads its
 // monitors, the dispatcher Deployment and pods, writes monitor status, Events and its leader
-// election Lease — nothing else.
+// election Lease, and patches a monitor's owner references (ownByDispatcher) — nothing else.
 //
-// +kubebuilder:rbac:groups=boardreadyops.io,namespace=boardreadyops,resources=outboxmonitors,verbs=get;list;watch
+// +kubebuilder:rbac:groups=boardreadyops.io,namespace=boardreadyops,resources=outboxmonitors,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=boardreadyops.io,namespace=boardreadyops,resources=outboxmonitors/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=apps,namespace=boardreadyops,resources=deployments,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=boardreadyops,resources=pods,verbs=get;list;watch
@@ -109,6 +109,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	interval := 15 * time.Second
 	if d := mon.Spec.ScrapeInterval; d != nil && d.Duration > 0 {
 		interval = d.Duration
+	}
+	if err := r.ownByDispatcher(ctx, &mon); err != nil {
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
 	}
 	st := r.state(req.NamespacedName, &mon)
 	st.mu.Lock()
