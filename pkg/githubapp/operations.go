@@ -292,7 +292,8 @@ type CollaboratorPermission struct {
 
 // GetCollaboratorPermission reads username's permission on the repository (GET
 // /repos/{owner}/{repo}/collaborators/{username}/permission; read-only, replay-safe). A 404 is
-// an answer, not a failure: Collaborator false. go-github v62's Repositories.GetPermissionLevel
+// an answer, not a failure: Collaborator false (GitHub answers a repository the installation
+// cannot see the same way; no permission either way). go-github v62's Repositories.GetPermissionLevel
 // sends this request but decodes only permission and user; the request is built the same way
 // and decoded with role_name too.
 func (c *Client) GetCollaboratorPermission(ctx context.Context, installationID int64, repository, username string) (CollaboratorPermission, error) {
