@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
 // blockedByDeadLetter brings a release run to blocked: its workflow has no workflow_dispatch
@@ -60,7 +61,8 @@ func TestRetryNeedsWriteAccess(t *testing.T) {
 			run := e.blockedByDeadLetter()
 			e.sim.SetCollaborator("octo-org/hello-world", "mona", tt.role)
 			e.pressRetry(run, "mona")
-			d := e.dispatcher(10 * time.Second)
+			// As deployed: a login of the boardreadyops_dispatcher role.
+			d := e.replica(10*time.Second, func(*dispatcher.Config) {})
 			if tt.replays {
 				e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
 				if n := e.count(`SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.replay' AND operator = 'github:mona'`); n != 1 {
