@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -19,8 +20,10 @@ const (
 	OpDispatchWorkflow = "dispatch_workflow"
 	OpListWorkflowRuns = "list_workflow_runs"
 	OpGetWorkflowRun   = "get_workflow_run"
-	OpListDeliveries   = "list_deliveries"
-	OpRedeliver        = "redeliver"
+	// OpGetCollaboratorPermission reads a user's permission on a repository.
+	OpGetCollaboratorPermission = "get_collaborator_permission"
+	OpListDeliveries            = "list_deliveries"
+	OpRedeliver                 = "redeliver"
 )
 
 // maxCheckRunPages bounds the search for an existing check run (100 per page).
@@ -273,6 +276,52 @@ func (c *Client) GetWorkflowRun(ctx context.Context, installationID int64, repos
 	return WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
 		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
 		HTMLURL: r.GetHTMLURL(), RunAttempt: r.GetRunAttempt()}, nil
+}
+
+// CollaboratorPermission is GitHub's answer to "Get repository permissions for a user".
+type CollaboratorPermission struct {
+	// Collaborator is false when GitHub answered 404: the user is not a collaborator (or not a
+	// user at all); Permission and RoleName are then empty.
+	Collaborator bool
+	// Permission is the legacy base role: admin, write, read or none (maintain reads as write,
+	// triage as read).
+	Permission string `json:"permission"`
+	// RoleName is the role itself, custom roles included (admin, maintain, write, triage, read, …).
+	RoleName string `json:"role_name"`
+}
+
+// GetCollaboratorPermission reads username's permission on the repository (GET
+// /repos/{owner}/{repo}/collaborators/{username}/permission; read-only, replay-safe). A 404 is
+// an answer, not a failure: Collaborator false (GitHub answers a repository the installation
+// cannot see the same way; no permission either way). go-github v62's Repositories.GetPermissionLevel
+// sends this request but decodes only permission and user; the request is built the same way
+// and decoded with role_name too.
+func (c *Client) GetCollaboratorPermission(ctx context.Context, installationID int64, repository, username string) (CollaboratorPermission, error) {
+	owner, repo, err := splitRepo(repository)
+	if err != nil {
+		return CollaboratorPermission{}, err
+	}
+	if username == "" || strings.ContainsAny(username, "/?#%") {
+		return CollaboratorPermission{}, fmt.Errorf("%s: %q is not a GitHub login", OpGetCollaboratorPermission, username)
+	}
+	var p CollaboratorPermission
+	err = c.call(ctx, OpGetCollaboratorPermission, installationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		req, err := gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/collaborators/%s/permission",
+			url.PathEscape(owner), url.PathEscape(repo), url.PathEscape(username)), nil)
+		if err != nil {
+			return nil, err
+		}
+		return gh.Do(ctx, req, &p)
+	})
+	var respErr *github.ErrorResponse
+	if err != nil && errors.As(err, &respErr) && respErr.Response != nil && respErr.Response.StatusCode == http.StatusNotFound {
+		return CollaboratorPermission{}, nil
+	}
+	if err != nil {
+		return CollaboratorPermission{}, err
+	}
+	p.Collaborator = true
+	return p, nil
 }
 
 // ListWorkflowRuns lists (read-only) the workflow's runs of event created at or after since,

@@ -291,6 +291,9 @@ func TestLifecycleCannotEnqueueArbitraryEffects(t *testing.T) {
 		`UPDATE repository_release_settings SET workflow_file = 'deploy-production.yml'`,
 		`UPDATE release_runs SET workflow_file = 'deploy-production.yml', repository_id = 4001, installation_id = 4000`,
 		`UPDATE execution_attempts SET status = 'pending'`,
+		// A Retry's permission read, or its answer, of lifecycle's choosing (00030).
+		`SELECT boardreadyops_outbox_enqueue_collaborator_permission_read(gen_random_uuid(), 'octocat', 1, 'd', NULL)`,
+		`SELECT boardreadyops_outbox_complete_collaborator_permission_read(1, 'lc', 'admin', 'admin')`,
 	} {
 		if _, err := lifecycle.Exec(ctx, stmt); !isDenied(err) {
 			t.Errorf("lifecycle login: %s: err %v, want permission denied", stmt, err)

@@ -75,6 +75,22 @@ func (s *Store) QueueCompleteWorkflowRunRead(b *groupcommit.Batch, id int64, wor
 	})
 }
 
+// QueueCompleteCollaboratorPermissionRead queues CompleteCollaboratorPermissionRead.
+func (s *Store) QueueCompleteCollaboratorPermissionRead(b *groupcommit.Batch, id int64, worker string, p CollaboratorPermission, done func(outcome string, err error)) {
+	permission, roleName := p.args()
+	b.Queue(`SELECT boardreadyops_outbox_complete_collaborator_permission_read($1, $2, $3, $4, $5)`,
+		id, worker, permission, roleName, s.now()).QueryRow(func(row pgx.Row) error {
+		var outcome string
+		if err := row.Scan(&outcome); err != nil {
+			err = fmt.Errorf("complete collaborator permission read %d: %w", id, sqlstate.Classify(err))
+			done("", err)
+			return err
+		}
+		done(outcome, nil)
+		return nil
+	})
+}
+
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.
 func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, worker string, done func(error)) {
 	if s.join(b, "boardreadyops_outbox_complete_check_run_complete_batch", worker, id, done) {

@@ -26,11 +26,16 @@ const (
 	// EffectWorkflowRunRead reads a workflow run's conclusion back from GitHub (migration 00022):
 	// a GET, replay-safe.
 	EffectWorkflowRunRead = "github.workflow_run.read"
+	// EffectCollaboratorPermissionRead reads the permission of the user who pressed Retry on a
+	// check run (migration 00030): a GET, replay-safe. Its completion replays the run's dead
+	// letters only for write access or more.
+	EffectCollaboratorPermissionRead = "github.collaborator_permission.read"
 )
 
 // EffectTypes lists every effect type, in pipeline order. It is a closed set, safe as a metric
 // label.
-var EffectTypes = []string{EffectCheckRunCreate, EffectWorkflowDispatch, EffectCheckRunComplete, EffectWorkflowRunRead}
+var EffectTypes = []string{EffectCheckRunCreate, EffectWorkflowDispatch, EffectCheckRunComplete, EffectWorkflowRunRead,
+	EffectCollaboratorPermissionRead}
 
 // Statuses of an outbox record.
 const (
@@ -227,6 +232,35 @@ func (s *Store) CompleteWorkflowRunRead(ctx context.Context, db database.DBTX, i
 		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).Scan(&outcome)
 	if err != nil {
 		return "", fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))
+	}
+	return outcome, nil
+}
+
+// CollaboratorPermission is what GitHub answered for a github.collaborator_permission.read
+// effect. Collaborator false (GitHub answered 404) means no permission at all.
+type CollaboratorPermission struct {
+	Collaborator         bool
+	Permission, RoleName string
+}
+
+// args are the completion's permission and role name: NULL for a user who is not a collaborator.
+func (p CollaboratorPermission) args() (permission, roleName *string) {
+	if !p.Collaborator {
+		return nil, nil
+	}
+	return &p.Permission, &p.RoleName
+}
+
+// CompleteCollaboratorPermissionRead records the answer: "retried" (write access or more: the
+// run's dead letters were replayed), "refused" (less: audited, answered on the check run) or
+// "nothing_to_retry" (write access, but the run moved on meanwhile).
+func (s *Store) CompleteCollaboratorPermissionRead(ctx context.Context, db database.DBTX, id int64, worker string, p CollaboratorPermission) (string, error) {
+	permission, roleName := p.args()
+	var outcome string
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_complete_collaborator_permission_read($1, $2, $3, $4, $5)`,
+		id, worker, permission, roleName, s.now()).Scan(&outcome)
+	if err != nil {
+		return "", fmt.Errorf("complete collaborator permission read %d: %w", id, sqlstate.Classify(err))
 	}
 	return outcome, nil
 }

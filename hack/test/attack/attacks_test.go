@@ -157,6 +157,55 @@ func TestAttacks(t *testing.T) {
 		p.mustDeliver(t, "push", "", tagPush(6001, repo, "v3.0.1", strings.Repeat("f", 40)))
 		p.waitFor(t, 1, `SELECT count(*) FROM release_runs WHERE repository_id = $1 AND installation_id = 6001`, repoID)
 	})
+
+	// Retry on a blocked run's check run replayed its dead letters for whoever the payload named
+	// as sender: anyone who can make GitHub send requested_action (a user with read access, or
+	// another App's rerequest) could start the release workflow. Now GitHub is asked for the
+	// sender's permission, and only write access replays.
+	t.Run("retry without write access", func(t *testing.T) {
+		repo := repository("dev/blocked")
+		repoID := githubsim.RepositoryID("dev/blocked")
+		p.sim.AddRepository(7001, repoID, "dev/blocked", map[string]githubsim.Workflow{"boardreadyops-release.yml": {Dispatchable: false}})
+		p.mustDeliver(t, "installation", "", installationEvent("created", 7001, "dev", repo))
+		p.mustDeliver(t, "push", "", tagPush(7001, repo, "v7.0.0", strings.Repeat("7", 40)))
+		p.waitFor(t, 1, `SELECT count(*) FROM release_runs WHERE repository_id = $1 AND status = 'blocked'`, repoID)
+		p.settle(t)
+		var runID string
+		var checkRunID int64
+		if err := p.pool.QueryRow(ctx, `SELECT id::text, check_run_id FROM release_runs WHERE repository_id = $1`, repoID).Scan(&runID, &checkRunID); err != nil {
+			t.Fatal(err)
+		}
+		// The workflow is fixed: a replay now would start it.
+		p.sim.SetWorkflow("dev/blocked", "boardreadyops-release.yml", githubsim.ReleaseWorkflow())
+		p.sim.SetCollaborator("dev/blocked", "reader", githubsim.RoleRead)
+		p.sim.SetCollaborator("dev/blocked", "dev-lead", githubsim.RoleWrite)
+		press := func(login string, id int64) []byte {
+			return p.mustDeliver(t, "check_run", "", map[string]any{"action": "requested_action", "installation": map[string]any{"id": 7001},
+				"repository": repo, "sender": map[string]any{"login": login, "id": id, "type": "User"},
+				"requested_action": map[string]any{"identifier": "retry"},
+				"check_run": map[string]any{"id": checkRunID, "external_id": runID, "name": "BoardReadyOps release", "head_sha": strings.Repeat("7", 40),
+					"status": "completed", "conclusion": "failure", "app": map[string]any{"id": appID}}})
+		}
+		press("reader", 700001)
+		press("stranger", 700002) // not a collaborator: GitHub answers 404
+		p.settle(t)
+		if n := p.count(t, `SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.replay'`); n != 0 ||
+			p.count(t, `SELECT count(*) FROM release_runs WHERE id = $1::uuid AND status = 'blocked'`, runID) != 1 {
+			t.Fatalf("a Retry without write access replayed %d dead letters\n%s", n, p.state(t))
+		}
+		if n := p.count(t, `SELECT count(*) FROM control_plane_audit WHERE action = 'check_run.retry.refused' AND release_run_id = $1::uuid
+			AND operator IN ('github:reader', 'github:stranger')`, runID); n != 2 {
+			t.Fatalf("%d refusals audited, want 2", n)
+		}
+		// The genuine press replays once, also when its body is sent again.
+		genuine := press("dev-lead", 700003)
+		p.waitFor(t, 1, `SELECT count(*) FROM release_runs WHERE id = $1::uuid AND status = 'succeeded'`, runID)
+		p.deliver(t, "check_run", "", "", genuine)
+		p.settle(t)
+		if n := p.count(t, `SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.replay' AND operator = 'github:dev-lead'`); n != 1 {
+			t.Fatalf("%d replays for the writer's Retry, want 1", n)
+		}
+	})
 }
 
 // A webhook secret shorter than 16 bytes is refused at start with a message that says so.

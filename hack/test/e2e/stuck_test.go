@@ -185,8 +185,9 @@ func (s *stack) attempt(run string) (id string, workflowRunID int64) {
 
 // A dispatch GitHub refuses (the workflow has no workflow_dispatch trigger) dead-letters: the
 // run is blocked and its check run says why, with Retry. Re-run is answered (nothing started);
-// the developer fixes the workflow and presses Retry: the dead letter is replayed, audited under
-// their GitHub login, and the release succeeds with one dispatch. A re-run of that workflow run
+// the developer fixes the workflow; a Retry by a user with read access only is refused; the
+// developer (write access) presses Retry: the dead letter is replayed, audited under their GitHub
+// login, and the release succeeds with one dispatch. A re-run of that workflow run
 // from the Actions UI is then followed to its new conclusion.
 func TestDeadLetteredDispatchRetriedFromTheCheckRun(t *testing.T) {
 	t.Parallel()
@@ -214,6 +215,16 @@ func TestDeadLetteredDispatchRetriedFromTheCheckRun(t *testing.T) {
 	}
 
 	s.sim.SetWorkflow(stuckRepo, workflowFile, githubsim.ReleaseWorkflow())
+	// Retry from someone with read access only is refused: GitHub is asked, not the payload.
+	s.sim.SetCollaborator(stuckRepo, "watcher", githubsim.RoleRead)
+	if err := s.sim.RequestAction(s.ctx, c.ID, "retry", "watcher"); err != nil {
+		t.Fatal(err)
+	}
+	s.until("the reader's Retry is refused", s.checkRunSays(run, "completed", "Retry requested by @watcher was refused"))
+	if n := s.sim.Dispatches(attempt); n != 0 || s.runStatus(run) != "blocked" {
+		t.Fatalf("after a refused Retry: %d dispatches accepted, run %s", n, s.runStatus(run))
+	}
+	s.sim.SetCollaborator(stuckRepo, "octocat", githubsim.RoleWrite)
 	if err := s.sim.RequestAction(s.ctx, c.ID, "retry", "octocat"); err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,8 @@ type Simulator struct {
 	deliveries    []*HookDelivery
 	faults        []*Fault
 	journal       []Entry
-	dispatches    map[string]int // by execution_attempt_id input
+	dispatches    map[string]int               // by execution_attempt_id input
+	collaborators map[string]map[string]string // role by lower-cased repository full name, then login
 	limits        Limits
 	budgets       map[int64]*budget
 	violations    []Violation
@@ -179,6 +180,8 @@ func (s *Simulator) routes() {
 	s.handle("POST /repos/{owner}/{repo}/actions/workflows/{file}/dispatches", OpDispatchWorkflow, s.repoAuth(s.dispatchWorkflow))
 	s.handle("GET /repos/{owner}/{repo}/actions/runs/{id}", OpGetWorkflowRun, s.repoAuth(s.getWorkflowRun))
 	s.handle("GET /repos/{owner}/{repo}/actions/workflows/{file}/runs", OpListWorkflowRuns, s.repoAuth(s.listWorkflowRuns))
+	s.handle("GET /repos/{owner}/{repo}/collaborators/{username}/permission", OpGetCollaboratorPermission,
+		s.repoAuth(s.getCollaboratorPermission))
 	s.handle("GET /app/hook/deliveries", OpListDeliveries, s.appAuth(s.listDeliveries))
 	s.handle("POST /app/hook/deliveries/{id}/attempts", OpRedeliver, s.appAuth(s.redeliver))
 }
@@ -192,8 +195,10 @@ const (
 	OpDispatchWorkflow = "dispatch_workflow"
 	OpGetWorkflowRun   = "get_workflow_run"
 	OpListWorkflowRuns = "list_workflow_runs"
-	OpListDeliveries   = "list_deliveries"
-	OpRedeliver        = "redeliver"
+	// OpGetCollaboratorPermission: a user's permission on a repository.
+	OpGetCollaboratorPermission = "get_collaborator_permission"
+	OpListDeliveries            = "list_deliveries"
+	OpRedeliver                 = "redeliver"
 )
 
 // Entry is one journaled request.

@@ -299,6 +299,7 @@ DECLARE
     run public.release_runs;
     att public.execution_attempts;
     v_dispatch_id bigint;
+    v_paused text;
 BEGIN
     IF p_check_run_id IS NULL OR p_check_run_id <= 0 THEN
         RAISE EXCEPTION 'check run id must be positive, got %', p_check_run_id USING ERRCODE = '22023';
@@ -322,6 +323,14 @@ BEGIN
         UPDATE public.release_runs SET check_run_id = p_check_run_id, status = 'dispatching', updated_at = v_now
         WHERE id = run.id;
         v_dispatch_id := public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, r.traceparent, v_now);
+        -- Paused since the run was created: its creation payload could not say so, and the
+        -- pause told only the runs that had a check run then. The check run says it now.
+        v_paused := public.boardreadyops_outbox_dispatch_pause_reason(run.installation_id);
+        IF v_paused IS NOT NULL AND v_paused IS DISTINCT FROM r.payload ->> 'dispatch_paused' THEN
+            PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'dispatching',
+                format('The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', v_paused),
+                r.traceparent, v_now);
+        END IF;
     ELSE
         UPDATE public.release_runs SET check_run_id = p_check_run_id, updated_at = v_now WHERE id = run.id;
     END IF;
@@ -338,6 +347,84 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_create(p_id bigint, p_worker text, p_check_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_complete_collaborator_permission_read(bigint, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_complete_collaborator_permission_read(p_id bigint, p_worker text, p_permission text, p_role_name text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+    run public.release_runs;
+    v_login text;
+    v_permission text := lower(left(p_permission, 64));
+    v_role text := left(p_role_name, 100);
+    v_pressed text;
+    v_why text;
+    v_id bigint;
+    v_n integer := 0;
+    v_outcome text;
+BEGIN
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, 'github.collaborator_permission.read');
+    SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
+    v_login := r.payload ->> 'username';
+    v_pressed := format('Retry pressed on check run %s by GitHub user %s (id %s), delivery %s',
+                        r.payload ->> 'check_run_id', v_login, coalesce(r.payload ->> 'sender_id', 'unknown'),
+                        coalesce(r.payload ->> 'delivery_id', 'unknown'));
+    -- permission is GitHub's base role (maintain reads as write, triage as read); role_name the
+    -- role itself, custom roles included.
+    IF v_permission IN ('admin', 'write') OR lower(v_role) IN ('admin', 'maintain', 'write') THEN
+        IF run.status = 'blocked' AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                                                  WHERE o.release_run_id = run.id AND o.status = 'reconciliation_required') THEN
+            -- A dead letter never reached GitHub's side effect (or was refused): replaying it is
+            -- what an operator's brops outbox replay does, audited under the GitHub user's name.
+            FOR v_id IN SELECT o.id FROM public.control_plane_outbox o
+                        WHERE o.release_run_id = run.id AND o.status = 'dead_letter'
+                          AND o.effect_type <> 'github.collaborator_permission.read'
+                        ORDER BY o.id LOOP
+                PERFORM public.boardreadyops_outbox_replay(v_id, 'github:' || v_login,
+                    format('%s, permission %s (role %s) read from GitHub', v_pressed,
+                           coalesce(v_permission, 'none'), coalesce(v_role, 'unknown')), v_now);
+                v_n := v_n + 1;
+            END LOOP;
+        END IF;
+        -- Nothing left to replay: the run moved on meanwhile (another Retry, an operator).
+        v_outcome := CASE WHEN v_n > 0 THEN 'retried' ELSE 'nothing_to_retry' END;
+    ELSE
+        v_why := CASE WHEN p_permission IS NULL
+                      THEN format('%s is not a collaborator of %s (GitHub answered 404)', v_login, r.payload ->> 'repository_full_name')
+                      ELSE format('%s has permission %s (role %s) on %s; Retry needs admin, maintain or write',
+                                  v_login, coalesce(v_permission, 'none'), coalesce(v_role, 'unknown'), r.payload ->> 'repository_full_name') END;
+        INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence,
+                                                from_status, to_status, release_run_id)
+        VALUES (v_now, 'github:' || v_login, 'check_run.retry.refused', 'outbox', p_id,
+                left(v_pressed || ', refused: ' || v_why, 2000),
+                jsonb_strip_nulls(jsonb_build_object('permission', v_permission, 'role_name', v_role,
+                                                     'collaborator', p_permission IS NOT NULL)),
+                run.status, run.status, run.id);
+        IF run.status = 'blocked' THEN
+            -- Said on the check run, which stays as it was: failed, with Retry.
+            PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
+                format('Retry requested by @%s was refused: only a user with write access to the repository can retry a release.', v_login),
+                r.traceparent, v_now);
+        END IF;
+        v_outcome := 'refused';
+    END IF;
+    UPDATE public.control_plane_outbox
+    SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL, last_error = NULL,
+        result = jsonb_strip_nulls(jsonb_build_object('permission', v_permission, 'role_name', v_role,
+                                                      'collaborator', p_permission IS NOT NULL, 'outcome', v_outcome)),
+        updated_at = v_now
+    WHERE id = p_id;
+    RETURN v_outcome;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_complete_collaborator_permission_read(p_id bigint, p_worker text, p_permission text, p_role_name text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_collaborator_permission_read(p_id bigint, p_worker text, p_permission text, p_role_name text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_collaborator_permission_read(p_id bigint, p_worker text, p_permission text, p_role_name text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_collaborator_permission_read(p_id bigint, p_worker text, p_permission text, p_role_name text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_complete_workflow_dispatch(bigint, text, bigint, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
@@ -574,6 +661,60 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_attempt_dispatch(p_run_id uuid, p_attempt_id uuid, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_enqueue_collaborator_permission_read(uuid, text, bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_enqueue_collaborator_permission_read(p_run_id uuid, p_username text, p_sender_id bigint, p_delivery_id text, p_traceparent text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    run public.release_runs;
+    att public.execution_attempts;
+    v_full_name text;
+    v_generation integer;
+    v_id bigint;
+BEGIN
+    IF p_username IS NULL OR p_username !~ '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' THEN
+        RAISE EXCEPTION 'not a GitHub login: %', left(p_username, 100) USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO att FROM public.execution_attempts a WHERE a.release_run_id = run.id AND a.number = run.current_attempt;
+    IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
+               WHERE o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id
+                 AND o.status IN ('available', 'leased') AND lower(o.payload ->> 'username') = lower(p_username)) THEN
+        RETURN NULL; -- this user's press is being checked already (a second press, a redelivery)
+    END IF;
+    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
+    SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
+    FROM public.control_plane_outbox o
+    WHERE o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id;
+    INSERT INTO public.control_plane_outbox (
+        effect_type, idempotency_key, generation, payload, max_attempts, available_at,
+        release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
+    VALUES (
+        'github.collaborator_permission.read',
+        'github.collaborator_permission.read:' || run.id::text || ':' || att.id::text
+            || CASE WHEN v_generation > 0 THEN ':g' || v_generation::text ELSE '' END,
+        v_generation,
+        jsonb_strip_nulls(jsonb_build_object(
+            'release_run_id', run.id, 'execution_attempt_id', att.id, 'attempt_number', att.number,
+            'installation_id', run.installation_id, 'repository_full_name', v_full_name,
+            'check_run_id', run.check_run_id, 'username', p_username, 'sender_id', p_sender_id,
+            'delivery_id', left(p_delivery_id, 100))),
+        10, v_now, run.id, att.id, run.installation_id, p_traceparent, v_now, v_now)
+    RETURNING id INTO v_id;
+    PERFORM pg_notify('boardreadyops_outbox', '');
+    RETURN v_id;
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_outbox_enqueue_collaborator_permission_read(p_run_id uuid, p_username text, p_sender_id bigint, p_delivery_id text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_enqueue_collaborator_permission_read(p_run_id uuid, p_username text, p_sender_id bigint, p_delivery_id text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_enqueue_collaborator_permission_read(p_run_id uuid, p_username text, p_sender_id bigint, p_delivery_id text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_enqueue_workflow_run_read(uuid, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_enqueue_workflow_run_read(p_attempt_id uuid, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
@@ -1303,7 +1444,7 @@ CREATE FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_i
     AS $_$
 BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
-    IF (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) IS NOT FALSE
+    IF (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read', 'github.collaborator_permission.read')) IS NOT FALSE
         AND (p_generation >= 0) IS NOT FALSE
         AND (jsonb_typeof(p_payload) = 'object' AND pg_column_size(p_payload) <= 8192) IS NOT FALSE
         AND (p_status IN ('available', 'leased', 'completed', 'dead_letter', 'reconciliation_required')) IS NOT FALSE
@@ -1319,7 +1460,7 @@ BEGIN
             || coalesce(':' || p_execution_attempt_id::text, '')
             || CASE WHEN p_generation > 0 THEN ':g' || p_generation::text ELSE '' END) IS NOT FALSE
         AND ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) IS NOT FALSE
-        AND (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) IS NOT FALSE
+        AND (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read', 'github.collaborator_permission.read')) IS NOT FALSE
         AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
             AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
         AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE
@@ -1328,7 +1469,7 @@ BEGIN
         RETURN true;
     END IF;
     -- A rule is false: name it.
-    IF NOT (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) THEN
+    IF NOT (p_effect_type IN ('github.check_run.create', 'github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read', 'github.collaborator_permission.read')) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_effect_type_check');
     END IF;
     IF NOT (p_generation >= 0) THEN
@@ -1370,7 +1511,7 @@ BEGIN
     IF NOT ((p_effect_type = 'github.check_run.create') = (p_execution_attempt_id IS NULL)) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_attempt_check');
     END IF;
-    IF NOT (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read')) THEN
+    IF NOT (p_generation = 0 OR p_effect_type IN ('github.workflow.dispatch', 'github.check_run.complete', 'github.workflow_run.read', 'github.collaborator_permission.read')) THEN
         RETURN public.boardreadyops_row_rule_violation('control_plane_outbox', 'control_plane_outbox_generation_effect_check');
     END IF;
     IF NOT ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)

@@ -27,6 +27,15 @@ BEGIN
         PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id,
             CASE r.status WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END,
             NULL, r.traceparent, v_now);
+    ELSIF r.effect_type = 'github.collaborator_permission.read' THEN
+        -- A Retry whose sender's permission could not be read: nothing was retried, the run
+        -- stays blocked by its own dead letters, and the check run says so (Retry still offered).
+        IF run.status = 'blocked' THEN
+            PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
+                format('Retry requested by @%s was not done: their permission on the repository could not be read from GitHub (%s). Press Retry to try again.',
+                       r.payload ->> 'username', left(r.last_error, 200)),
+                r.traceparent, v_now);
+        END IF;
     ELSIF r.effect_type = 'github.check_run.create' AND run.status = 'check_pending' THEN
         -- No check run to tell: the run is blocked for operators (brops) to see.
         UPDATE public.release_runs SET status = 'blocked', updated_at = v_now WHERE id = run.id;
@@ -260,6 +269,7 @@ BEGIN
         SELECT o.status, o.last_error INTO v_blocker, v_reason
         FROM public.control_plane_outbox o
         WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')
+          AND o.effect_type <> 'github.collaborator_permission.read' -- a failed check of a Retry blocks nothing
         ORDER BY o.status = 'reconciliation_required' DESC, o.id DESC
         LIMIT 1;
         v_state := coalesce(v_state, CASE v_blocker WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END);
@@ -375,8 +385,6 @@ DECLARE
     v_login text;
     v_who text;
     v_unknown boolean;
-    v_id bigint;
-    v_n integer := 0;
     v_outbox bigint;
 BEGIN
     j := public.boardreadyops_job_lock_leased(p_job_id, p_worker);
@@ -416,24 +424,24 @@ BEGIN
     END IF;
 
     -- requested_action: only our "Retry", pressed by a person.
-    IF (v_cr ->> 'requested_action') IS DISTINCT FROM 'retry' OR v_login IS NULL OR (v_cr ->> 'sender_type') = 'Bot' THEN
+    -- A login is GitHub's shape (1 to 39 letters, digits and hyphens) or it is not a person's:
+    -- it becomes a path segment of the permission read.
+    IF (v_cr ->> 'requested_action') IS DISTINCT FROM 'retry' OR v_login IS NULL OR (v_cr ->> 'sender_type') = 'Bot'
+       OR v_login !~ '^[A-Za-z0-9][A-Za-z0-9-]{0,38}$' THEN
         RETURN QUERY SELECT 'ignored'::text, run.id, NULL::bigint;
         RETURN;
     END IF;
-    IF run.status = 'blocked' AND NOT v_unknown THEN
-        -- A dead letter never reached GitHub's side effect (or was refused): replaying it is what an
-        -- operator's brops outbox replay does, audited under the GitHub user's name.
-        FOR v_id IN SELECT o.id FROM public.control_plane_outbox o
-                    WHERE o.release_run_id = run.id AND o.status = 'dead_letter' ORDER BY o.id LOOP
-            PERFORM public.boardreadyops_outbox_replay(v_id, 'github:' || v_login,
-                format('Retry pressed on check run %s by GitHub user %s (id %s), delivery %s',
-                       run.check_run_id, v_login, coalesce(v_cr ->> 'sender_id', 'unknown'), i.delivery_id), v_now);
-            v_n := v_n + 1;
-        END LOOP;
-        IF v_n > 0 THEN
-            RETURN QUERY SELECT 'retried'::text, run.id, NULL::bigint;
-            RETURN;
-        END IF;
+    IF run.status = 'blocked' AND NOT v_unknown
+       AND EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                   WHERE o.release_run_id = run.id AND o.status = 'dead_letter'
+                     AND o.effect_type <> 'github.collaborator_permission.read') THEN
+        -- The sender is only a name in the payload: the dispatcher asks GitHub for their
+        -- permission on the repository, and the read's completion replays the dead letters only
+        -- for write access or more (lifecycle makes no GitHub request).
+        RETURN QUERY SELECT 'checking'::text, run.id,
+            public.boardreadyops_outbox_enqueue_collaborator_permission_read(run.id, v_login,
+                (v_cr ->> 'sender_id')::bigint, i.delivery_id, p_traceparent, v_now);
+        RETURN;
     END IF;
     v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
         CASE WHEN v_unknown
@@ -526,11 +534,12 @@ DECLARE
     v_who text;
 BEGIN
     SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
-    IF NOT FOUND OR run.status <> 'blocked' THEN
-        RETURN;
+    IF NOT FOUND OR run.status <> 'blocked' OR r.effect_type = 'github.collaborator_permission.read' THEN
+        RETURN; -- a permission read replayed by an operator unblocks nothing by itself
     END IF;
     IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
-               WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')) THEN
+               WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')
+                 AND o.effect_type <> 'github.collaborator_permission.read') THEN
         RETURN; -- something else still blocks it
     END IF;
     UPDATE public.release_runs

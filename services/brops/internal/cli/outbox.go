@@ -96,7 +96,7 @@ func newOutboxCmd(g *globals) *cobra.Command {
 		},
 	}
 	list.Flags().StringVar(&status, "status", "", "available, leased, completed, dead_letter or reconciliation_required")
-	list.Flags().StringVar(&effectType, "effect-type", "", "github.check_run.create, github.workflow.dispatch or github.check_run.complete")
+	list.Flags().StringVar(&effectType, "effect-type", "", "one of "+strings.Join(outbox.EffectTypes, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many (1-1000)")
 	cmd.AddCommand(list)
 

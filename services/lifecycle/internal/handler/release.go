@@ -77,9 +77,11 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 
 // checkRun: "Re-run" (rerequested) and the "Retry" requested action on a BoardReadyOps check run.
 // Re-run of a finished release run starts the next execution attempt with its own workflow
-// dispatch; Re-run of an unfinished one is answered on the check run. Retry replays the run's
-// dead letters (audited under the GitHub user's name) and is answered on the check run when
-// there is nothing it can safely do. Both are decided from stored state by
+// dispatch; Re-run of an unfinished one is answered on the check run. Retry of a run blocked by
+// dead letters enqueues a read of the sender's permission on the repository (the dispatcher
+// asks GitHub; its completion replays the dead letters, audited under the GitHub user's name,
+// only for write access); Retry is answered on the check run when there is nothing it can
+// safely do. Both are decided from stored state by
 // boardreadyops_release_run_request_from_check_run. Anything else is recorded only.
 func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
@@ -107,8 +109,12 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 	case "answered":
 		h.logger.Info("check run request answered on the check run", "action", d.Action, "release_run_id", *runID)
 		return applied(1), nil
-	case "retried":
-		h.logger.Info("release run retried from its check run", "release_run_id", *runID, "github_user", cr.SenderLogin)
+	case "checking":
+		// The dispatcher reads the sender's permission; the read's completion replays the run's
+		// dead letters only for write access. No new read (outboxID nil): this user's press is
+		// being checked already.
+		h.logger.Info("retry from the check run: the sender's permission is being read",
+			"release_run_id", *runID, "github_user", cr.SenderLogin, "new_read", outboxID != nil)
 		return applied(1), nil
 	}
 	// "rerun": a finished run.

@@ -23,6 +23,10 @@ func (NoopGitHub) GetWorkflowRun(context.Context, int64, string, int64) (githuba
 	return githubapp.WorkflowRun{}, nil
 }
 
+func (NoopGitHub) GetCollaboratorPermission(context.Context, int64, string, string) (githubapp.CollaboratorPermission, error) {
+	return githubapp.CollaboratorPermission{}, nil
+}
+
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

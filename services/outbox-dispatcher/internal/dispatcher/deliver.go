@@ -26,9 +26,10 @@ type GitHub interface {
 	DispatchWorkflowRun(ctx context.Context, d githubapp.Dispatch) (githubapp.DispatchedRun, error)
 	UpdateCheckRun(ctx context.Context, u githubapp.CheckRunUpdate) error
 	GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (githubapp.WorkflowRun, error)
+	GetCollaboratorPermission(ctx context.Context, installationID int64, repository, username string) (githubapp.CollaboratorPermission, error)
 }
 
-// payload is the union of the three effect payloads (lifecycle and the SQL functions write them).
+// payload is the union of the effect payloads (lifecycle and the SQL functions write them).
 type payload struct {
 	ReleaseRunID       string `json:"release_run_id"`
 	ExecutionAttemptID string `json:"execution_attempt_id"`
@@ -54,6 +55,8 @@ type payload struct {
 	// DispatchPaused is why workflow dispatches were paused when the run was created (brops
 	// dispatch pause), or empty.
 	DispatchPaused string `json:"dispatch_paused"`
+	// Username is who pressed Retry (github.collaborator_permission.read).
+	Username string `json:"username"`
 }
 
 // Outcomes of one delivery (metric label values, a closed set).
@@ -153,6 +156,24 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		}))
 		if result == "finished" {
 			d.Wake() // the check-run update it enqueued is due now
+		}
+		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
+	case outbox.EffectCollaboratorPermissionRead:
+		// A 404 (not a collaborator) is an answer: the completion refuses the Retry.
+		perm, err := d.github.GetCollaboratorPermission(ctx, e.InstallationID, p.RepositoryFullName, p.Username)
+		if err != nil {
+			return d.failed(ctx, e, err, true)
+		}
+		var result string
+		err = d.commit(ctx, "boardreadyops_outbox_complete_collaborator_permission_read", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
+			d.store.QueueCompleteCollaboratorPermissionRead(b, e.ID, d.cfg.WorkerID, outbox.CollaboratorPermission{
+				Collaborator: perm.Collaborator, Permission: perm.Permission, RoleName: perm.RoleName}, func(outcome string, err error) {
+				result = outcome
+				report(err)
+			})
+		}))
+		if result == "retried" || result == "refused" {
+			d.Wake() // the replayed dispatch, or the check-run answer, is due now
 		}
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))
 	}

@@ -55,6 +55,15 @@ func TestDispatchPause(t *testing.T) {
 			if n := e.sim.DispatchTotal(); n != want {
 				t.Fatalf("%d dispatches reached GitHub while paused, want %d", n, want)
 			}
+			// The release whose creation payload named the pause is not told again; the one created
+			// before the pause is told once its check run exists.
+			if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1 AND effect_type = 'github.check_run.complete'`, later); n != 0 {
+				t.Fatalf("%d check-run updates for a check run created saying the release is paused", n)
+			}
+			if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1 AND effect_type = 'github.check_run.complete'
+				AND payload->>'notice' LIKE 'The release is paused: %'`, paused); n != 1 {
+				t.Fatalf("%d pause notices for the release created before the pause, want 1", n)
+			}
 			if crs := e.sim.CheckRuns(later); len(crs) != 1 || crs[0].Output.Summary == nil ||
 				!strings.Contains(*crs[0].Output.Summary, "The release is paused: an operator paused workflow dispatches (GitHub incident)") {
 				t.Fatalf("the paused release's check run: %+v", crs)
@@ -83,10 +92,11 @@ func TestDispatchPause(t *testing.T) {
 	}
 }
 
-// TestDispatchPauseTellsExistingCheckRuns: a release waiting for its dispatch with its check run
-// created is told when a pause begins or changes its reason (00028), and again when dispatches
-// resume; a resume of one installation under a global pause tells nothing; the dispatch is then
-// sent once.
+// TestDispatchPauseTellsExistingCheckRuns: a release created before a pause whose check run is
+// created during it is told once the check run exists (00030: its creation payload predates the
+// pause); a release waiting for its dispatch with its check run created is told when a pause
+// begins or changes its reason (00028), and again when dispatches resume; a resume of one
+// installation under a global pause tells nothing; the dispatch is then sent once.
 func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -100,7 +110,6 @@ func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
 	// The pause begins before the dispatch: the run gets its check run and waits, dispatching.
 	exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub incident')`)
 	d := e.dispatcher(10 * time.Second)
-	e.runUntil(d, func() bool { return e.statuses()["github.check_run.create/completed"] == 1 })
 	summary := func() string {
 		t.Helper()
 		crs := e.sim.CheckRuns(run)
@@ -109,16 +118,23 @@ func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
 		}
 		return *crs[0].Output.Summary
 	}
+	// Created after the pause began, from a creation payload that predates it: told at once.
+	e.runUntil(d, func() bool {
+		return e.statuses()["github.check_run.create/completed"] == 1 && e.statuses()["github.check_run.complete/completed"] == 1
+	})
+	if s := summary(); !strings.Contains(s, "The release is paused: an operator paused workflow dispatches (GitHub incident)") {
+		t.Fatalf("the check run created during the pause says:\n%s", s)
+	}
 
 	exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub Actions incident 42')`)
-	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
 	if s := summary(); !strings.Contains(s, "The release is paused: an operator paused workflow dispatches (GitHub Actions incident 42)") {
 		t.Fatalf("after the pause the check run says:\n%s", s)
 	}
 	// Installation 55501 paused and resumed while the global pause holds it: the resume tells
 	// nothing.
 	exec(`SELECT boardreadyops_outbox_pause_dispatches(55501, 'alice', 'noisy')`)
-	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
+	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 3 })
 	exec(`SELECT boardreadyops_outbox_resume_dispatches(55501, 'alice', 'quiet again')`)
 	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete' AND status = 'available'`); n != 0 {
 		t.Fatalf("%d check-run updates for a run the global pause still holds, want 0", n)
