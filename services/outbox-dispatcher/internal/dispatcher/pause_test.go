@@ -55,7 +55,7 @@ func TestDispatchPause(t *testing.T) {
 			if n := e.sim.DispatchTotal(); n != want {
 				t.Fatalf("%d dispatches reached GitHub while paused, want %d", n, want)
 			}
-			if crs := e.sim.CheckRuns(later); len(crs) != 1 || crs[0].Output.Summary == nil ||
+			if crs := e.checkRuns(later); len(crs) != 1 || crs[0].Output.Summary == nil ||
 				!strings.Contains(*crs[0].Output.Summary, "The release is paused: an operator paused workflow dispatches (GitHub incident)") {
 				t.Fatalf("the paused release's check run: %+v", crs)
 			}
@@ -103,7 +103,7 @@ func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
 	e.runUntil(d, func() bool { return e.statuses()["github.check_run.create/completed"] == 1 })
 	summary := func() string {
 		t.Helper()
-		crs := e.sim.CheckRuns(run)
+		crs := e.checkRuns(run)
 		if len(crs) != 1 || crs[0].Output.Summary == nil {
 			t.Fatalf("check runs of the release: %+v", crs)
 		}
