@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"slices"
 	"testing"
 	"time"
 
@@ -196,5 +197,70 @@ func TestWrongAppKeyIsRejected(t *testing.T) {
 	var ge *githubapp.Error
 	if !errors.As(err, &ge) || ge.Class != githubapp.Rejected || ge.Status != 401 {
 		t.Fatalf("error %v, want Rejected 401", err)
+	}
+}
+
+// The search reuses a check run carrying the release run's identity, else one carrying an earlier
+// external_id of the same run (created before migration 00031), and creates only when neither is
+// on the commit: a recreated release run adopts the check run of its lost incarnation.
+func TestFindOrCreateCheckRunEarlierExternalIDs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		existing []string // external_ids of check runs already on the commit, oldest first
+		earlier  []string
+		want     int // index into existing, -1: created
+	}{
+		{"identity", []string{"other", "v2:1:key"}, nil, 1},
+		{"earlier form", []string{"run-1"}, []string{"run-1"}, 0},
+		{"identity preferred over the earlier form", []string{"v2:1:key", "run-1"}, []string{"run-1"}, 0},
+		{"identity preferred, listed later", []string{"run-1", "v2:1:key"}, []string{"run-1"}, 1},
+		{"neither", []string{"run-2", "other"}, []string{"run-1"}, -1},
+		{"nothing", nil, []string{"run-1"}, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, 5*time.Second)
+			ctx := context.Background()
+			var ids []int64
+			for _, ext := range tt.existing {
+				id, _, err := e.client.FindOrCreateCheckRun(ctx, checkRun(ext))
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			cr := checkRun("v2:1:key")
+			cr.EarlierExternalIDs = tt.earlier
+			id, created, err := e.client.FindOrCreateCheckRun(ctx, cr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.want < 0 {
+				if !created || slices.Contains(ids, id) || len(e.sim.CheckRuns("v2:1:key")) != 1 {
+					t.Fatalf("got %d (created %v), want a new check run", id, created)
+				}
+				return
+			}
+			if created || id != ids[tt.want] {
+				t.Fatalf("got %d (created %v), want %d reused", id, created, ids[tt.want])
+			}
+			if n := e.sim.CheckRunCount(); n != len(tt.existing) {
+				t.Fatalf("%d check runs, want %d", n, len(tt.existing))
+			}
+		})
+	}
+	// A check run of another name never matches, whatever its external_id.
+	e := setup(t, 5*time.Second)
+	other := checkRun("run-1")
+	other.Name = "ci"
+	if _, _, err := e.client.FindOrCreateCheckRun(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	cr := checkRun("v2:1:key")
+	cr.EarlierExternalIDs = []string{"run-1"}
+	if _, created, err := e.client.FindOrCreateCheckRun(context.Background(), cr); err != nil || !created {
+		t.Fatalf("created %v, %v: another name was reused", created, err)
 	}
 }

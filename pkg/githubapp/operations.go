@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,12 +36,17 @@ type CheckRun struct {
 	Repository     string // owner/name
 	HeadSHA        string
 	Name           string
-	ExternalID     string // the release run id
-	Title, Summary string
+	ExternalID     string // the release run's check-run identity (pkg/checkrun.ExternalID)
+	// EarlierExternalIDs are other external_ids that identify the same release run's check run
+	// (the release run id, written before migration 00031): a check run carrying one is reused,
+	// one carrying ExternalID preferred. A new check run always carries ExternalID.
+	EarlierExternalIDs []string
+	Title, Summary     string
 }
 
 // FindOrCreateCheckRun is replay-safe check-run creation: it lists the commit's check runs with
-// this name and reuses the one whose external_id matches; only when none does it creates one. It
+// this name and reuses the one whose external_id matches (ExternalID first, else one of
+// EarlierExternalIDs); only when none does it creates one. It
 // returns the check run id and whether it was created now. The search runs on every call, the
 // first attempt too: after a point-in-time restore the database may not remember a creation that
 // GitHub does, and one GET per release run is what that safety costs.
@@ -50,6 +56,7 @@ func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, 
 		return 0, false, err
 	}
 	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
+	var earlier int64 // the first check run found under an earlier external_id
 	for page := 0; page < maxCheckRunPages; page++ {
 		var res *github.ListCheckRunsResults
 		var next int
@@ -66,14 +73,23 @@ func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, 
 			return 0, false, err
 		}
 		for _, run := range res.CheckRuns {
-			if run.GetExternalID() == cr.ExternalID && run.GetName() == cr.Name {
+			if run.GetName() != cr.Name {
+				continue
+			}
+			if run.GetExternalID() == cr.ExternalID {
 				return run.GetID(), false, nil
+			}
+			if earlier == 0 && slices.Contains(cr.EarlierExternalIDs, run.GetExternalID()) {
+				earlier = run.GetID()
 			}
 		}
 		if next == 0 {
 			break
 		}
 		opts.Page = next
+	}
+	if earlier != 0 {
+		return earlier, false, nil
 	}
 	var created *github.CheckRun
 	err = c.call(ctx, OpCreateCheckRun, cr.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {

@@ -263,16 +263,17 @@ func (e *env) check(name string, runs int) report {
 	for _, w := range e.sim.WorkflowRuns() {
 		adopted[w.ID] = true
 	}
-	rows, err := e.pool.Query(context.Background(), `SELECT r.id::text, a.id::text, coalesce(a.workflow_run_id, 0) FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	rows, err := e.pool.Query(context.Background(), `SELECT r.id::text, a.id::text, coalesce(a.workflow_run_id, 0), boardreadyops_release_run_external_id(r.repository_id, r.ref)
+		FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
 	if err != nil {
 		e.t.Fatal(err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var run, attempt string
+		var run, attempt, externalID string
 		var workflowRun int64
-		_ = rows.Scan(&run, &attempt, &workflowRun)
-		if n := len(e.sim.CheckRuns(run)); n != 1 {
+		_ = rows.Scan(&run, &attempt, &workflowRun, &externalID)
+		if n := len(e.sim.CheckRuns(externalID)); n != 1 {
 			e.t.Errorf("release run %s has %d check runs on GitHub, want 1", run, n)
 			r.Duplicates += max(n-1, 0)
 		}

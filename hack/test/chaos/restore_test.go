@@ -20,7 +20,9 @@ import (
 // database does not. The runbook (docs/operations.md, "Runbook: backup and restore") then runs:
 // brops restore fence before any dispatcher starts, the services, the brops webhooks redeliver
 // command the fence printed, and reconciliation. Afterwards every release run in the restored
-// database has exactly one check run and each of its attempts exactly one dispatch.
+// database has exactly one check run and each of its attempts exactly one dispatch, and on GitHub
+// there is one check run per release identity and none that no release run owns: a release run
+// recreated from a redelivered push adopts the check run of its lost incarnation.
 func TestPointInTimeRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -50,6 +52,7 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	sentBefore := e.sim.DispatchTotal()
+	checkRunsBefore := e.sim.CheckRunCount()
 
 	r, err := pgcluster.StartRestored(ctx, filepath.Join(backup, "data"), archive, target)
 	if err != nil {
@@ -104,19 +107,81 @@ func TestPointInTimeRestore(t *testing.T) {
 	for _, n := range perTag {
 		twice += n - 1
 	}
-	// The lost incarnations' check runs stay on GitHub, in progress, under release-run ids the
-	// restored database never had (docs/operations.md says how to close them).
-	orphans := e.sim.CheckRunCount() - e.count(`SELECT count(*) FROM release_runs`)
+	// Check runs on GitHub's side, across both incarnations: the recreated release runs adopted
+	// the check runs their lost incarnations created (the identity is the release's, not the
+	// run's id), so there is one per identity, and none is left in progress without a run.
+	cr := e.checkRunsAcrossRestore(target, checkRunsBefore)
 	t.Logf("restore: %d releases, %d extra workflow runs for a release already dispatched before the restore; "+
-		"%d check runs of lost release runs left on GitHub", len(perTag), twice, orphans)
+		"%d check runs on GitHub (%d before the restore) for %d release runs, %d of them recreated after the restore; "+
+		"%d identities with more than one check run; %d check runs no release run owns, %d of them in progress; %d in progress in all",
+		len(perTag), twice, cr.total, cr.before, cr.runs, cr.recreated, cr.duplicated, cr.orphans, cr.orphansInProgress, cr.unfinished)
 	if twice != 0 {
 		t.Errorf("%d releases dispatched twice across the restore", twice)
 		rep.Duplicates += twice
+	}
+	if cr.duplicated != 0 || cr.orphans != 0 || cr.orphansInProgress != 0 || cr.unfinished != 0 || cr.total != cr.runs || cr.total != cr.before {
+		t.Errorf("check runs across the restore: %+v, want one per release run and no orphan", cr)
+		rep.Duplicates += cr.duplicated
 	}
 	if rep.Duplicates != 0 || rep.Lost != 0 {
 		t.Errorf("report %s", rep)
 	}
 	e.requireRunning()
+}
+
+// checkRunFigures are the check runs on GitHub against the restored database.
+type checkRunFigures struct {
+	// total: check runs on GitHub at the end; before: when the old deployment stopped (it had
+	// created one per release); runs: release runs in the restored database.
+	total, before, runs int
+	// recreated: release runs created after the restore point, from redelivered pushes, each
+	// the new incarnation of a lost run whose check run is already on GitHub.
+	recreated int
+	// duplicated: identities (repository, head SHA, name, external_id) with more than one check run.
+	duplicated int
+	// orphans: check runs that no release run of the database records; orphansInProgress: of
+	// those, the ones still queued or in progress, spinning on a developer's commit for good.
+	orphans, orphansInProgress int
+	// unfinished: check runs of any owner still queued or in progress at the end (every run is
+	// terminal by then, and its last update went to the check run it records).
+	unfinished int
+}
+
+// checkRunsAcrossRestore counts the check runs on GitHub against the database restored to target;
+// before is the number the old deployment left.
+func (e *env) checkRunsAcrossRestore(target time.Time, before int) checkRunFigures {
+	e.t.Helper()
+	f := checkRunFigures{before: before, runs: e.count(`SELECT count(*) FROM release_runs`),
+		recreated: e.count(`SELECT count(*) FROM release_runs WHERE created_at > $1`, target)}
+	owned := map[int64]bool{}
+	rows, err := e.pool.Query(context.Background(), `SELECT check_run_id FROM release_runs WHERE check_run_id IS NOT NULL`)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for rows.Next() {
+		var id int64
+		_ = rows.Scan(&id)
+		owned[id] = true
+	}
+	rows.Close()
+	perIdentity := map[string]int{}
+	for _, c := range e.sim.AllCheckRuns() {
+		f.total++
+		perIdentity[c.Repository()+"@"+c.HeadSHA+"/"+c.Name+"/"+c.ExternalID]++
+		if c.Status == "queued" || c.Status == "in_progress" {
+			f.unfinished++
+		}
+		if !owned[c.ID] {
+			f.orphans++
+			if c.Status == "queued" || c.Status == "in_progress" {
+				f.orphansInProgress++
+			}
+		}
+	}
+	for _, n := range perIdentity {
+		f.duplicated += n - 1
+	}
+	return f
 }
 
 // dumpOnFailure logs, when the test fails, the jobs, effects and runs of the database by state.

@@ -297,17 +297,17 @@ func TestCluster(t *testing.T) {
 	if n := pg.count(t, ctx, `SELECT count(*)::int FROM webhook_inbox WHERE event = 'push'`); n != pushes {
 		t.Errorf("%d push deliveries stored for %d accepted", n, pushes)
 	}
-	rows, err := pg.admin.Query(ctx, `SELECT r.id::text, a.id::text FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	rows, err := pg.admin.Query(ctx, `SELECT r.id::text, a.id::text, boardreadyops_release_run_external_id(r.repository_id, r.ref) FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	attempts := 0
 	for rows.Next() {
-		var runID, attempt string
-		if err := rows.Scan(&runID, &attempt); err != nil {
+		var runID, attempt, externalID string
+		if err := rows.Scan(&runID, &attempt, &externalID); err != nil {
 			t.Fatal(err)
 		}
-		crs := sim.CheckRuns(runID)
+		crs := sim.CheckRuns(externalID)
 		if len(crs) != 1 || crs[0].Status != "completed" || crs[0].Conclusion == nil || *crs[0].Conclusion != "success" {
 			t.Errorf("release run %s: check runs %+v, want exactly one, completed with success", runID, crs)
 		}

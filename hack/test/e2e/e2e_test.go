@@ -161,15 +161,15 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	if n := count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n != 0 {
 		t.Fatalf("%d effects not terminal-completed", n)
 	}
-	rows, err := pool.Query(ctx, `SELECT r.id::text, a.id::text FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	rows, err := pool.Query(ctx, `SELECT r.id::text, a.id::text, boardreadyops_release_run_external_id(r.repository_id, r.ref) FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checked := 0
 	for rows.Next() {
-		var run, attempt string
-		_ = rows.Scan(&run, &attempt)
-		crs := sim.CheckRuns(run)
+		var run, attempt, externalID string
+		_ = rows.Scan(&run, &attempt, &externalID)
+		crs := sim.CheckRuns(externalID)
 		if len(crs) != 1 || crs[0].Status != "completed" || crs[0].Conclusion == nil || *crs[0].Conclusion != "success" {
 			t.Errorf("release run %s: check runs %+v, want exactly one, completed with success", run, crs)
 		}

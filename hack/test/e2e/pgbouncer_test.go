@@ -197,14 +197,14 @@ func releaseLoop(t *testing.T, dir, checkURL, serviceURL string, extraEnv []stri
 	if n := count(`SELECT count(*) FROM control_plane_jobs WHERE status <> 'completed'`); n != 0 {
 		t.Errorf("%d jobs not completed", n)
 	}
-	rows, err := pool.Query(ctx, `SELECT r.id::text, a.id::text FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
+	rows, err := pool.Query(ctx, `SELECT r.id::text, a.id::text, boardreadyops_release_run_external_id(r.repository_id, r.ref) FROM release_runs r JOIN execution_attempts a ON a.release_run_id = r.id`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for rows.Next() {
-		var run, attempt string
-		_ = rows.Scan(&run, &attempt)
-		if n := len(sim.CheckRuns(run)); n != 1 {
+		var run, attempt, externalID string
+		_ = rows.Scan(&run, &attempt, &externalID)
+		if n := len(sim.CheckRuns(externalID)); n != 1 {
 			t.Errorf("release run %s: %d check runs, want 1", run, n)
 		}
 		if n := sim.Dispatches(attempt); n != 1 {

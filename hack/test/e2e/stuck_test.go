@@ -154,9 +154,12 @@ func (s *stack) runStatus(run string) string {
 	return status
 }
 
-// checkRun is the run's only check run on GitHub once it exists.
+// checkRun is the run's only check run on GitHub once it exists (found by the identity the
+// dispatcher writes, boardreadyops_release_run_external_id).
 func (s *stack) checkRun(run string) (githubsim.CheckRun, bool) {
-	crs := s.sim.CheckRuns(run)
+	var externalID string
+	_ = s.pool.QueryRow(s.ctx, `SELECT boardreadyops_release_run_external_id(repository_id, ref) FROM release_runs WHERE id = $1`, run).Scan(&externalID)
+	crs := s.sim.CheckRuns(externalID)
 	if len(crs) != 1 {
 		return githubsim.CheckRun{}, false
 	}

@@ -55,6 +55,21 @@ func (s *Simulator) CheckRuns(externalID string) []CheckRun {
 	return out
 }
 
+// AllCheckRuns returns copies of every check run, in id order.
+func (s *Simulator) AllCheckRuns() []CheckRun {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]CheckRun, 0, len(s.checkRuns))
+	for _, c := range s.checkRuns {
+		out = append(out, *c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Repository is the full name (owner/name) of the repository the check run belongs to.
+func (c CheckRun) Repository() string { return c.repo }
+
 // CheckRunCount is the number of check runs in total.
 func (s *Simulator) CheckRunCount() int {
 	s.mu.Lock()

@@ -328,6 +328,45 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_external_id(bigint, text)
+CREATE FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT 'v2:' || p_repository_id::text || ':' || left(encode(sha256(convert_to(p_ref, 'UTF8')), 'hex'), 32)
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_of_check_run(bigint, text, text)
+CREATE FUNCTION public.boardreadyops_release_run_of_check_run(p_repository_id bigint, p_external_id text, p_head_sha text) RETURNS public.release_runs
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+DECLARE
+    run public.release_runs;
+BEGIN
+    IF p_external_id ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        SELECT * INTO run FROM public.release_runs r
+        WHERE r.id = p_external_id::uuid AND r.repository_id = p_repository_id FOR UPDATE;
+    ELSIF p_external_id ~ '^v2:[1-9][0-9]{0,18}:[0-9a-f]{32}$'
+          AND split_part(p_external_id, ':', 2) = p_repository_id::text THEN
+        SELECT * INTO run FROM public.release_runs r
+        WHERE r.repository_id = p_repository_id AND r.head_sha = p_head_sha
+          AND public.boardreadyops_release_run_external_id(r.repository_id, r.ref) = p_external_id
+        FOR UPDATE;
+    END IF;
+    RETURN run; -- all NULL when nothing matches
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_release_run_of_check_run(p_repository_id bigint, p_external_id text, p_head_sha text)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_of_check_run(p_repository_id bigint, p_external_id text, p_head_sha text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_of_check_run(p_repository_id bigint, p_external_id text, p_head_sha text) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_read_back_quiet(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet interval, p_limit integer, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
@@ -374,7 +413,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet i
 CREATE FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, outbox_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     j public.control_plane_jobs;
@@ -394,12 +433,8 @@ BEGIN
     END IF;
     v_cr := i.payload -> 'check_run';
     v_ext := v_cr ->> 'external_id';
-    IF v_ext IS NULL OR v_ext !~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
-        RETURN QUERY SELECT 'unknown'::text, NULL::uuid, NULL::bigint;
-        RETURN;
-    END IF;
-    SELECT * INTO run FROM public.release_runs r WHERE r.id = v_ext::uuid FOR UPDATE;
-    IF NOT FOUND OR run.repository_id IS DISTINCT FROM i.repository_id
+    run := public.boardreadyops_release_run_of_check_run(i.repository_id, v_ext, v_cr ->> 'head_sha');
+    IF run.id IS NULL OR run.repository_id IS DISTINCT FROM i.repository_id
        OR run.check_run_id IS DISTINCT FROM (v_cr ->> 'id')::bigint OR (v_cr ->> 'name') IS DISTINCT FROM p_check_run_name THEN
         RETURN QUERY SELECT 'unknown'::text, NULL::uuid, NULL::bigint;
         RETURN;
@@ -450,7 +485,7 @@ BEGIN
         p_traceparent, v_now);
     RETURN QUERY SELECT 'answered'::text, run.id, v_outbox;
 END;
-$_$;
+$$;
 
 -- ACL FUNCTION boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/boardreadyops/cloud/pkg/checkrun"
 )
 
 // installationActive reports whether new effects may be enqueued for the installation.
@@ -88,6 +90,13 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 	cr := d.CheckRun
 	if (d.Action != "rerequested" && d.Action != "requested_action") || cr.Name != h.cfg.CheckRunName ||
 		(h.cfg.AppID != 0 && cr.AppID != h.cfg.AppID) {
+		return ignored(), nil
+	}
+	// The external_id is the request's claim: only the two forms BoardReadyOps writes
+	// (pkg/checkrun) go on to the lookup, which checks them again in SQL.
+	if _, err := checkrun.ParseExternalID(cr.ExternalID); err != nil {
+		h.logger.Info("check run request with an external_id BoardReadyOps does not write; recorded",
+			"action", d.Action, "check_run_id", cr.ID, "external_id_length", len(cr.ExternalID))
 		return ignored(), nil
 	}
 	var outcome string

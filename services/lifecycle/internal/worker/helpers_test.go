@@ -234,6 +234,20 @@ func (b *bundle) runStatus(runID string) (run, attempt string, attempts int) {
 	return run, attempt, attempts
 }
 
+// succeededRun is the run of tag v1.0.0 at sha, finished: check run 4001, workflow run 9001
+// succeeded, every effect completed.
+func (b *bundle) succeededRun() string {
+	b.t.Helper()
+	b.deliver(pushTag("v1.0.0", sha))
+	b.drain()
+	run := b.onlyRun()
+	b.completeEffects(4001, 9001)
+	b.deliver(workflowRun("completed", 9001, "success"))
+	b.drain()
+	b.completeEffects(0, 0)
+	return run
+}
+
 func (b *bundle) onlyRun() string {
 	b.t.Helper()
 	var id string

@@ -284,13 +284,7 @@ func TestRerequestRules(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
-			b.deliver(pushTag("v1.0.0", sha))
-			b.drain()
-			run := b.onlyRun()
-			b.completeEffects(4001, 9001)
-			b.deliver(workflowRun("completed", 9001, "success"))
-			b.drain()
-			b.completeEffects(0, 0)
+			run := b.succeededRun()
 			job := b.deliver(tt.doc(run))
 			b.drain()
 			if b.jobStatus(job) != "completed" {

@@ -35,6 +35,7 @@ type payload struct {
 	ExecutionAttemptID string `json:"execution_attempt_id"`
 	AttemptNumber      int    `json:"attempt_number"`
 	InstallationID     int64  `json:"installation_id"`
+	RepositoryID       int64  `json:"repository_id"`
 	RepositoryFullName string `json:"repository_full_name"`
 	HeadSHA            string `json:"head_sha"`
 	Ref                string `json:"ref"`
@@ -74,6 +75,22 @@ const (
 	OutcomeStoreFailed = "store_failed"
 )
 
+// checkRunExternalID is the identity a check-run creation searches for and writes
+// (pkg/checkrun.ExternalID: repository id and ref, which a release run recreated after a restore
+// shares with its lost incarnation), and the run's earlier external_id, its id, which check runs
+// created before migration 00031 carry. A payload without the repository id or ref (none is
+// written so) keeps the earlier form.
+func checkRunExternalID(e outbox.Effect, p payload) (string, []string) {
+	runID := nonEmpty(p.ExternalID, e.ReleaseRunID)
+	if p.RepositoryID <= 0 || p.Ref == "" {
+		return runID, nil
+	}
+	if runID == "" {
+		return checkrun.ExternalID(p.RepositoryID, p.Ref), nil
+	}
+	return checkrun.ExternalID(p.RepositoryID, p.Ref), []string{runID}
+}
+
 // deliver performs one effect and records its transition. It returns the outcome.
 func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 	var p payload
@@ -93,9 +110,10 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		start := checkrun.Render(checkrun.State{State: checkrun.StateDispatching,
 			Tag: nonEmpty(p.Tag, strings.TrimPrefix(p.Ref, "refs/tags/")), HeadSHA: p.HeadSHA, WorkflowFile: p.WorkflowFile,
 			Notice: pausedNotice(p)})
+		externalID, earlier := checkRunExternalID(e, p)
 		id, _, err := d.github.FindOrCreateCheckRun(ctx, githubapp.CheckRun{
 			InstallationID: e.InstallationID, Repository: p.RepositoryFullName, HeadSHA: p.HeadSHA,
-			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: nonEmpty(p.ExternalID, e.ReleaseRunID),
+			Name: nonEmpty(p.Name, d.cfg.CheckRunName), ExternalID: externalID, EarlierExternalIDs: earlier,
 			Title: start.Title, Summary: start.Summary,
 		})
 		if err != nil {

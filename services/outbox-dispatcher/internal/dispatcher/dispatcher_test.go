@@ -160,6 +160,17 @@ func (e *env) release(inst int64, repo, tag string) string {
 	return run
 }
 
+// checkRuns are the check runs on GitHub that carry the release run's identity
+// (boardreadyops_release_run_external_id, the string the dispatcher writes).
+func (e *env) checkRuns(run string) []githubsim.CheckRun {
+	e.t.Helper()
+	var ext string
+	if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_external_id(repository_id, ref) FROM release_runs WHERE id = $1`, run).Scan(&ext); err != nil {
+		e.t.Fatal(err)
+	}
+	return e.sim.CheckRuns(ext)
+}
+
 func (e *env) count(q string, args ...any) int {
 	e.t.Helper()
 	var n int
@@ -199,7 +210,7 @@ func TestEveryEffectHappyPath(t *testing.T) {
 		JOIN release_runs r ON r.id = a.release_run_id WHERE r.id = $1`, run).Scan(&attempt, &wfRun, &checkRun); err != nil {
 		t.Fatal(err)
 	}
-	if crs := e.sim.CheckRuns(run); len(crs) != 1 || crs[0].ID != checkRun || crs[0].Name != "BoardReadyOps release" {
+	if crs := e.checkRuns(run); len(crs) != 1 || crs[0].ID != checkRun || crs[0].Name != "BoardReadyOps release" {
 		t.Fatalf("check runs %+v", crs)
 	}
 	if e.sim.Dispatches(attempt) != 1 {
@@ -207,7 +218,7 @@ func TestEveryEffectHappyPath(t *testing.T) {
 	}
 	// The dispatch's completion updated the check run: running, linked to the workflow run.
 	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 1 })
-	c := e.sim.CheckRuns(run)[0]
+	c := e.checkRuns(run)[0]
 	wantURL := fmt.Sprintf("https://github.com/octo-org/hello-world/actions/runs/%d", wfRun)
 	if c.Status != "in_progress" || c.DetailsURL != wantURL || c.Output.Title == nil || !strings.Contains(*c.Output.Title, "v1.0.0") {
 		t.Fatalf("check run after the dispatch %+v", c)
@@ -223,7 +234,7 @@ func TestEveryEffectHappyPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runUntil(d, func() bool { return e.statuses()["github.check_run.complete/completed"] == 2 })
-	if c := e.sim.CheckRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" || c.DetailsURL != wantURL ||
+	if c := e.checkRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" || c.DetailsURL != wantURL ||
 		!strings.Contains(*c.Output.Title, "v1.0.0") || c.Output.Text == nil || !strings.Contains(*c.Output.Text, wantURL) {
 		t.Fatalf("check run %+v", c)
 	}
@@ -238,7 +249,7 @@ func TestCheckRunCreationReplayReusesTheCheckRun(t *testing.T) {
 	e.runUntil(e.dispatcher(10*time.Second), func() bool {
 		return e.statuses()["github.check_run.create/completed"] == 1
 	})
-	if n := len(e.sim.CheckRuns(run)); n != 1 {
+	if n := len(e.checkRuns(run)); n != 1 {
 		t.Fatalf("%d check runs for the release run, want exactly 1", n)
 	}
 }
@@ -310,7 +321,7 @@ func TestDeadWorkerAfterDeliveryStarted(t *testing.T) {
 		run := e.release(55501, "octo-org/a", "v1.0.0")
 		dieAfterStart(e, outbox.EffectCheckRunCreate)
 		e.runUntil(e.dispatcher(10*time.Second), func() bool { return e.statuses()["github.check_run.create/completed"] == 1 })
-		if n := len(e.sim.CheckRuns(run)); n != 1 {
+		if n := len(e.checkRuns(run)); n != 1 {
 			t.Fatalf("%d check runs", n)
 		}
 	})

@@ -64,7 +64,7 @@ func TestDispatchPause(t *testing.T) {
 				AND payload->>'notice' LIKE 'The release is paused: %'`, paused); n != 1 {
 				t.Fatalf("%d pause notices for the release created before the pause, want 1", n)
 			}
-			if crs := e.sim.CheckRuns(later); len(crs) != 1 || crs[0].Output.Summary == nil ||
+			if crs := e.checkRuns(later); len(crs) != 1 || crs[0].Output.Summary == nil ||
 				!strings.Contains(*crs[0].Output.Summary, "The release is paused: an operator paused workflow dispatches (GitHub incident)") {
 				t.Fatalf("the paused release's check run: %+v", crs)
 			}
@@ -112,7 +112,7 @@ func TestDispatchPauseTellsExistingCheckRuns(t *testing.T) {
 	d := e.dispatcher(10 * time.Second)
 	summary := func() string {
 		t.Helper()
-		crs := e.sim.CheckRuns(run)
+		crs := e.checkRuns(run)
 		if len(crs) != 1 || crs[0].Output.Summary == nil {
 			t.Fatalf("check runs of the release: %+v", crs)
 		}

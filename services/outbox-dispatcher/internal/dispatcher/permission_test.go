@@ -86,7 +86,7 @@ func TestRetryNeedsWriteAccess(t *testing.T) {
 				e.count(`SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.replay'`) != 0 {
 				t.Fatal("a refused Retry replayed, or was not audited")
 			}
-			c := e.sim.CheckRuns(run)[0]
+			c := e.checkRuns(run)[0]
 			if c.Status != "completed" || *c.Conclusion != "failure" || len(c.Actions) != 1 || c.Actions[0].Identifier != "retry" ||
 				!strings.Contains(*c.Output.Summary, "Retry requested by @mona was refused") {
 				t.Fatalf("check run %+v, summary %q", c, *c.Output.Summary)
@@ -141,7 +141,7 @@ func TestPermissionReadFailures(t *testing.T) {
 				e.count(`SELECT count(*) FROM control_plane_audit`) != 0 {
 				t.Fatal("a Retry whose permission could not be read changed the run")
 			}
-			c := e.sim.CheckRuns(run)[0]
+			c := e.checkRuns(run)[0]
 			if *c.Conclusion != "failure" || len(c.Actions) != 1 ||
 				!strings.Contains(*c.Output.Summary, "could not be read from GitHub") || !strings.Contains(*c.Output.Summary, "workflow_dispatch") {
 				t.Fatalf("check run summary %q", *c.Output.Summary)

@@ -23,7 +23,7 @@ func TestRepairReadsTheConclusionBack(t *testing.T) {
 		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'blocked'`) == 1 &&
 			e.statuses()["github.check_run.complete/completed"] == 1
 	})
-	if c := e.sim.CheckRuns(run)[0]; c.Status != "in_progress" || !strings.Contains(*c.Output.Summary, "It is not known whether the release workflow started") {
+	if c := e.checkRuns(run)[0]; c.Status != "in_progress" || !strings.Contains(*c.Output.Summary, "It is not known whether the release workflow started") {
 		t.Fatalf("check run while reconciliation is required %+v", c)
 	}
 	runs := e.sim.WorkflowRuns()
@@ -42,11 +42,11 @@ func TestRepairReadsTheConclusionBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runUntil(d, func() bool {
-		c := e.sim.CheckRuns(run)[0]
+		c := e.checkRuns(run)[0]
 		return e.count(`SELECT count(*) FROM release_runs WHERE status = 'succeeded'`) == 1 && c.Status == "completed" &&
 			e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`) == 0
 	})
-	c := e.sim.CheckRuns(run)[0]
+	c := e.checkRuns(run)[0]
 	if *c.Conclusion != "success" || !strings.Contains(*c.Output.Summary, "read back from GitHub") ||
 		!strings.Contains(*c.Output.Title, "v4.0.0") || !strings.HasSuffix(c.DetailsURL, "/actions/runs/"+strconv.FormatInt(runs[0].ID, 10)) {
 		t.Fatalf("check run %+v", c)
@@ -120,7 +120,7 @@ func TestQuietRunsAreReadBack(t *testing.T) {
 	if n := e.sim.Count(githubsim.OpGetWorkflowRun, 200); n != 2 {
 		t.Fatalf("%d workflow run reads, want 2", n)
 	}
-	if c := e.sim.CheckRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" {
+	if c := e.checkRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "success" {
 		t.Fatalf("check run %+v", c)
 	}
 	if n := sweep(); n != 0 {
