@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/retention"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
@@ -301,4 +303,30 @@ func TestAuditKeepsAYear(t *testing.T) {
 	if n, err := s.Delete(ctx, r.pool, retention.TableAudit, "a", 365*day, 10); err != nil || n != 1 || r.exists("control_plane_audit", "id", id) {
 		t.Fatalf("audit period of 365 days: deleted %d, %v", n, err)
 	}
+}
+
+// The previous release's binaries call boardreadyops_retention_status with six arguments (no
+// digests period): the call still resolves, and reports the digests as never deleted.
+func TestStatusKeepsThePreviousReleasesCall(t *testing.T) {
+	t.Parallel()
+	r, _ := newRows(t)
+	r.digest(400 * day)
+	rows, err := r.pool.Query(context.Background(), `SELECT table_name, retention, expired, oldest_expired_at, oldest_at
+		FROM boardreadyops_retention_status($1, $2, $3, $4, $5, $6)`, 7*day, 7*day, 90*day, nil, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgx.CollectRows(rows, pgx.RowToStructByName[retention.TableStatus])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range st {
+		if got.Table == retention.TableDigests {
+			if got.Retention != nil || got.Expired != nil || got.OldestExpiredAt != nil || got.OldestAt == nil {
+				t.Errorf("digests through the six-argument call: %+v, want never, with the oldest digest", got)
+			}
+			return
+		}
+	}
+	t.Errorf("no digests row in %+v", st)
 }
