@@ -40,6 +40,8 @@ func TestServiceRolePrivileges(t *testing.T) {
 		sweep         = `SELECT * FROM boardreadyops_retention_sweep('7 days')`
 		leaseRet      = `SELECT * FROM boardreadyops_retention_lease_acquire('w', '30 seconds')`
 		statusRet     = `SELECT * FROM boardreadyops_retention_status('7 days', NULL, NULL, NULL, false)`
+		statusDigests = `SELECT * FROM boardreadyops_retention_status('7 days', NULL, NULL, NULL, false, NULL, '30 days')`
+		sweepDigests  = `SELECT boardreadyops_retention_delete('webhook_body_digests', 'w', '30 days')`
 		version       = `SELECT boardreadyops_schema_version()`
 		accept        = `SELECT * FROM boardreadyops_webhook_accept('d-3', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`
 		nextAttempt   = `SELECT * FROM boardreadyops_execution_attempt_start_next(gen_random_uuid())`
@@ -59,19 +61,21 @@ func TestServiceRolePrivileges(t *testing.T) {
 	}{
 		{"boardreadyops_ingest",
 			[]string{accept, acceptSet, version},
-			[]string{completeSet, startSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep, leaseRet, statusRet}},
+			[]string{completeSet, startSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep, leaseRet, statusRet, statusDigests, sweepDigests}},
 		{"boardreadyops_lifecycle",
-			[]string{readInbox, readRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob, runFromPush, finishAttempt, leaseRet, statusRet},
+			[]string{readInbox, readRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob, runFromPush, finishAttempt, leaseRet, statusRet,
+				statusDigests, sweepDigests},
 			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, completeSet, startSet, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept, acceptSet,
 				enqueue, writeRuns, createRun}},
 		{"boardreadyops_dispatcher",
 			[]string{claimOutbox, completeSet, startSet, recoverOut, outboxStats, version},
-			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, acceptSet, nextAttempt, deadInst, deferJob, leaseRet, statusRet}},
+			[]string{readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, acceptSet, nextAttempt, deadInst, deferJob, leaseRet, statusRet,
+				statusDigests, sweepDigests}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
-			[]string{readOutbox, claimOutbox, completeSet, startSet, acceptSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox, leaseRet, statusRet}},
+			[]string{readOutbox, claimOutbox, completeSet, startSet, acceptSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox, leaseRet, statusRet, statusDigests, sweepDigests}},
 		{"boardreadyops_admin",
-			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept, acceptSet, leaseRet, statusRet},
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, startSet, accept, acceptSet, leaseRet, statusRet, statusDigests, sweepDigests},
 			nil},
 	}
 	// The deprecated names of migration 00014 grant exactly what the new names do: pods of the

@@ -1,6 +1,7 @@
 // Package retention deletes what the control plane no longer needs (docs/operations.md
 // "Retention"): completed jobs with their inbox rows, completed effects of finished release runs,
-// finished release runs with their attempts and effects, and — only when configured — audit rows.
+// finished release runs with their attempts and effects, the replay-defence body digests past the
+// replay window whose delivery has left the inbox, and — only when configured — audit rows.
 // Dead letters, reconciliation_required effects and anything a release run that is not finished
 // still refers to are never deleted.
 //

@@ -117,6 +117,25 @@ func (r *rows) effect(runID, attemptID, effectType, status string, ago time.Dura
 	return id
 }
 
+// digest inserts the body digest of a delivery that is not in the inbox (an ignored event, or
+// one whose inbox row retention removed), received ago before now, and returns its delivery id.
+func (r *rows) digest(ago time.Duration) (deliveryID string) {
+	r.t.Helper()
+	deliveryID = fmt.Sprintf("ignored-%d-%d", randomID(), deliveries.Add(1))
+	r.exec(`INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+		VALUES (sha256(convert_to($1::text, 'UTF8')), $1, $2)`, deliveryID, now.Add(-ago))
+	return deliveryID
+}
+
+// digestOf inserts the body digest of the delivery of inbox row inboxID, received ago before now
+// (the inbox row's own received_at is its job's time), and returns the delivery id.
+func (r *rows) digestOf(inboxID int64, ago time.Duration) (deliveryID string) {
+	r.t.Helper()
+	r.scan(&deliveryID, `INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+		SELECT payload_sha256, delivery_id, $2 FROM webhook_inbox WHERE id = $1 RETURNING delivery_id`, inboxID, now.Add(-ago))
+	return deliveryID
+}
+
 // audit inserts an audit row that occurred ago before now.
 func (r *rows) audit(ago time.Duration) (id int64) {
 	r.t.Helper()

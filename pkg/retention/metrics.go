@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	f := promauto.With(reg)
 	m := &Metrics{
 		Deleted: f.NewCounterVec(prometheus.CounterOpts{Name: "boardreadyops_retention_deleted_rows_total",
-			Help: "Rows deleted by retention, by table (control_plane_jobs also deletes their webhook_inbox rows; release_runs their attempts and effects)."},
+			Help: "Rows deleted by retention, by table (control_plane_jobs also deletes their webhook_inbox rows; release_runs their attempts and effects; webhook_body_digests are replay-defence digests past the replay window)."},
 			[]string{"table"}),
 		OldestExpired: f.NewGaugeVec(prometheus.GaugeOpts{Name: "boardreadyops_retention_oldest_expired_seconds",
 			Help: "Age in seconds of the oldest row past its retention period, by table; 0 when none."}, []string{"table"}),

@@ -13,8 +13,9 @@ import (
 // TestDeletesUseTheirIndexes reads the plans (auto_explain, generic plans as PL/pgSQL settles on,
 // foreign-key actions included) of one batch of each retention delete, and of the older
 // boardreadyops_retention_sweep, over tables of tens of thousands of rows in every state: each
-// finds its rows through the index migration 00026 built for it, with no sequential scan of the
-// table and no sort.
+// finds its rows through the index migration 00026 built for it (the digests: 00019's, with the
+// inbox's delivery_id key for the rows whose delivery is still there), with no sequential scan of
+// the table and no sort.
 func TestDeletesUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -46,6 +47,13 @@ func TestDeletesUseTheirIndexes(t *testing.T) {
 	r.exec(`INSERT INTO control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, from_status, to_status)
 		SELECT $1::timestamptz - g * interval '1 hour', 'alice', 'job.replay', 'job', g, 'why', 'dead_letter', 'available'
 		FROM generate_series(1, 20000) g`, now)
+	// Digests: one per bulk delivery (all still in the inbox; the oldest are past the period), and
+	// as many of deliveries no longer in it, half of them past the period.
+	r.exec(`INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+		SELECT sha256(convert_to(delivery_id, 'UTF8')), delivery_id, received_at - interval '20 days' FROM webhook_inbox`)
+	r.exec(`INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+		SELECT sha256(convert_to('gone-' || g, 'UTF8')), 'gone-' || g, $1::timestamptz - g * interval '2 minutes'
+		FROM generate_series(1, 30000) g`, now)
 	r.exec(`ANALYZE`)
 	if _, err := s.Acquire(ctx, r.pool, "plans", time.Minute); err != nil {
 		t.Fatal(err)
@@ -54,11 +62,14 @@ func TestDeletesUseTheirIndexes(t *testing.T) {
 	tests := []struct {
 		table, node, index string
 		period             time.Duration
+		// also names a further index the plan must use (a lookup per row).
+		also string
 	}{
-		{retention.TableJobs, "Delete on webhook_inbox", "control_plane_jobs_completed_idx", 7 * day},
-		{retention.TableEffects, "Delete on control_plane_outbox", "control_plane_outbox_completed_idx", 7 * day},
-		{retention.TableReleaseRuns, "LockRows", "release_runs_completed_idx", 90 * day},
-		{retention.TableAudit, "Delete on control_plane_audit", "control_plane_audit_occurred_at_idx", 365 * day},
+		{retention.TableJobs, "Delete on webhook_inbox", "control_plane_jobs_completed_idx", 7 * day, ""},
+		{retention.TableDigests, "Delete on webhook_body_digests", "webhook_body_digests_received_at_idx", 30 * day, "webhook_inbox_delivery_id_key"},
+		{retention.TableEffects, "Delete on control_plane_outbox", "control_plane_outbox_completed_idx", 7 * day, ""},
+		{retention.TableReleaseRuns, "LockRows", "release_runs_completed_idx", 90 * day, ""},
+		{retention.TableAudit, "Delete on control_plane_audit", "control_plane_audit_occurred_at_idx", 365 * day, ""},
 	}
 	for _, tt := range tests {
 		plans := pgtest.NewPlans(t, r.pool.Config().ConnString())
@@ -73,8 +84,12 @@ func TestDeletesUseTheirIndexes(t *testing.T) {
 			t.Errorf("%s: no plan of %q uses %s:\n%s", tt.table, tt.node, tt.index, strings.Join(all, "\n---\n"))
 			continue
 		}
+		if tt.also != "" && !strings.Contains(plan, tt.also) {
+			t.Errorf("%s: the plan does not use %s:\n%s", tt.table, tt.also, plan)
+		}
 		for _, p := range all {
-			for _, bad := range []string{"Seq Scan on " + tt.table, "Seq Scan on control_plane_outbox", "Seq Scan on execution_attempts", "Sort  "} {
+			for _, bad := range []string{"Seq Scan on " + tt.table, "Seq Scan on control_plane_outbox", "Seq Scan on execution_attempts",
+				"Seq Scan on webhook_inbox", "Seq Scan on webhook_body_digests", "Sort  "} {
 				if strings.Contains(p, bad) && !strings.Contains(p, "pg_") {
 					t.Errorf("%s: a plan has %q:\n%s", tt.table, bad, p)
 				}

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/retention"
 	"github.com/boardreadyops/cloud/pkg/sqlstate"
 )
@@ -23,7 +25,7 @@ const (
 	complete = "github.check_run.complete"
 )
 
-var defaults = retention.Periods{Jobs: 7 * day, Effects: 7 * day, ReleaseRuns: 90 * day}
+var defaults = retention.Periods{Jobs: 7 * day, Digests: 30 * day, Effects: 7 * day, ReleaseRuns: 90 * day}
 
 // TestDeletesExactlyWhatIsExpired builds every table in every state, on both sides of its
 // period, and checks that a sweep with the default periods (audit: never, then a year) deletes
@@ -52,6 +54,32 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 		}},
 		{"leased job stays", defaults, func(r *rows) []probe {
 			return []probe{{"control_plane_jobs", "inbox_id", r.job("leased", 400*day), false}}
+		}},
+		{"digest past its period whose delivery left the inbox goes", defaults, func(r *rows) []probe {
+			return []probe{{"webhook_body_digests", "delivery_id", r.digest(31 * day), true}}
+		}},
+		{"digest within its period stays", defaults, func(r *rows) []probe {
+			return []probe{{"webhook_body_digests", "delivery_id", r.digest(29 * day), false}}
+		}},
+		{"digest of a delivery still in the inbox stays whatever its age", defaults, func(r *rows) []probe {
+			id := r.job("dead_letter", 400*day)
+			return []probe{{"webhook_body_digests", "delivery_id", r.digestOf(id, 400*day), false}, {"webhook_inbox", "id", id, false}}
+		}},
+		{"digest of a delivery whose job is within its period stays", defaults, func(r *rows) []probe {
+			// received 31 days ago, its job completed (after retries) 6 days ago: the inbox keeps it.
+			id := r.job("completed", recent)
+			return []probe{{"webhook_body_digests", "delivery_id", r.digestOf(id, 31*day), false}, {"webhook_inbox", "id", id, false}}
+		}},
+		{"digest goes in the pass that takes its delivery out of the inbox", defaults, func(r *rows) []probe {
+			id := r.job("completed", 31*day)
+			return []probe{{"webhook_body_digests", "delivery_id", r.digestOf(id, 31*day), true}, {"webhook_inbox", "id", id, true}}
+		}},
+		{"digest of a swept delivery within its period stays", defaults, func(r *rows) []probe {
+			id := r.job("completed", old)
+			return []probe{{"webhook_body_digests", "delivery_id", r.digestOf(id, old), false}, {"webhook_inbox", "id", id, true}}
+		}},
+		{"digests stay when their period is never", retention.Periods{Jobs: 7 * day}, func(r *rows) []probe {
+			return []probe{{"webhook_body_digests", "delivery_id", r.digest(4000 * day), false}}
 		}},
 		{"completed effect of a finished run past its period goes", defaults, func(r *rows) []probe {
 			run, att := r.run("succeeded", 10*day)
@@ -118,7 +146,8 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 			r, s := newRows(t)
 			probes := tt.build(r)
 			// Noise in every other state, so that "nothing else" is tested against a full table.
-			r.job("dead_letter", old)
+			noise := r.digestOf(r.job("dead_letter", 400*day), 400*day)
+			recentDigest := r.digest(day)
 			nr, na := r.run("running", 400*day)
 			r.effect(nr, na, create, "completed", 400*day)
 			sweep(t, r, s, tt.periods)
@@ -131,6 +160,9 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 			r.scan(&running, `SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1`, nr)
 			if running != 1 {
 				t.Errorf("the running run's completed effect was deleted")
+			}
+			if !r.exists("webhook_body_digests", "delivery_id", noise) || !r.exists("webhook_body_digests", "delivery_id", recentDigest) {
+				t.Errorf("the dead letter's or the recent digest was deleted")
 			}
 		})
 	}
@@ -146,7 +178,8 @@ func TestDeadLettersSurviveAnyRetention(t *testing.T) {
 	dead := r.effect(run, att, create, "dead_letter", 4000*day)
 	run2, att2 := r.run("succeeded", 4000*day)
 	recon := r.effect(run2, att2, dispatch, "reconciliation_required", 4000*day)
-	got := sweep(t, r, s, retention.Periods{Jobs: time.Second, Effects: time.Second, ReleaseRuns: time.Second, Audit: retention.MinAudit})
+	digest := r.digestOf(job, 4000*day)
+	got := sweep(t, r, s, retention.Periods{Jobs: time.Second, Digests: time.Second, Effects: time.Second, ReleaseRuns: time.Second, Audit: retention.MinAudit})
 	for table, n := range got {
 		if n != 0 {
 			t.Errorf("deleted %d %s rows, want none", n, table)
@@ -155,7 +188,8 @@ func TestDeadLettersSurviveAnyRetention(t *testing.T) {
 	for _, p := range []probe{{"control_plane_jobs", "inbox_id", job, false}, {"webhook_inbox", "id", job, false},
 		{"control_plane_outbox", "id", dead, false}, {"control_plane_outbox", "id", recon, false},
 		{"release_runs", "id", run, false}, {"release_runs", "id", run2, false},
-		{"execution_attempts", "id", att, false}, {"execution_attempts", "id", att2, false}} {
+		{"execution_attempts", "id", att, false}, {"execution_attempts", "id", att2, false},
+		{"webhook_body_digests", "delivery_id", digest, false}} {
 		if !r.exists(p.table, p.idColumn, p.id) {
 			t.Errorf("%s %v was deleted", p.table, p.id)
 		}
@@ -171,6 +205,10 @@ func TestStatusReportsWhatWouldGo(t *testing.T) {
 	r.job("completed", day)
 	run, att := r.run("succeeded", 100*day)
 	r.effect(run, att, create, "completed", 100*day)
+	r.digest(40 * day)
+	r.digest(31 * day)
+	r.digest(29 * day)
+	r.digestOf(r.job("dead_letter", 50*day), 50*day) // past the period, but its delivery is in the inbox
 	st, err := s.Status(ctx, r.pool, defaults, true)
 	if err != nil {
 		t.Fatal(err)
@@ -180,13 +218,19 @@ func TestStatusReportsWhatWouldGo(t *testing.T) {
 		oldest  time.Duration
 		never   bool
 	}{
-		retention.TableJobs: {2, 10 * day, false}, retention.TableEffects: {1, 100 * day, false},
+		retention.TableJobs: {2, 10 * day, false}, retention.TableDigests: {2, 40 * day, false}, retention.TableEffects: {1, 100 * day, false},
 		retention.TableReleaseRuns: {1, 100 * day, false}, retention.TableAudit: {0, 0, true},
 	}
 	if len(st) != len(want) {
 		t.Fatalf("status has %d rows: %+v", len(st), st)
 	}
-	for _, got := range st {
+	for i, got := range st {
+		if got.Table != retention.Tables[i] {
+			t.Errorf("status row %d is %s, want %s (Tables order)", i, got.Table, retention.Tables[i])
+		}
+		if got.Table == retention.TableDigests && (got.OldestAt == nil || !got.OldestAt.Equal(now.Add(-50*day))) {
+			t.Errorf("digests: oldest %v, want the dead letter's, 50 days ago (the oldest digest at all)", got.OldestAt)
+		}
 		w := want[got.Table]
 		if w.never {
 			if got.Retention != nil || got.Expired != nil || got.OldestExpiredAt != nil {
@@ -259,4 +303,30 @@ func TestAuditKeepsAYear(t *testing.T) {
 	if n, err := s.Delete(ctx, r.pool, retention.TableAudit, "a", 365*day, 10); err != nil || n != 1 || r.exists("control_plane_audit", "id", id) {
 		t.Fatalf("audit period of 365 days: deleted %d, %v", n, err)
 	}
+}
+
+// The previous release's binaries call boardreadyops_retention_status with six arguments (no
+// digests period): the call still resolves, and reports the digests as never deleted.
+func TestStatusKeepsThePreviousReleasesCall(t *testing.T) {
+	t.Parallel()
+	r, _ := newRows(t)
+	r.digest(400 * day)
+	rows, err := r.pool.Query(context.Background(), `SELECT table_name, retention, expired, oldest_expired_at, oldest_at
+		FROM boardreadyops_retention_status($1, $2, $3, $4, $5, $6)`, 7*day, 7*day, 90*day, nil, true, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := pgx.CollectRows(rows, pgx.RowToStructByName[retention.TableStatus])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, got := range st {
+		if got.Table == retention.TableDigests {
+			if got.Retention != nil || got.Expired != nil || got.OldestExpiredAt != nil || got.OldestAt == nil {
+				t.Errorf("digests through the six-argument call: %+v, want never, with the oldest digest", got)
+			}
+			return
+		}
+	}
+	t.Errorf("no digests row in %+v", st)
 }

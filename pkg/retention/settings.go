@@ -13,6 +13,10 @@ import (
 // three days.
 const MinSafeJobs = 72 * time.Hour
 
+// DefaultDigests is the default replay window (BOARDREADYOPS_RETENTION_DIGESTS): thirty days,
+// what docs/security.md recommends since migration 00019.
+const DefaultDigests = 30 * 24 * time.Hour
+
 // MinAudit is the shortest audit period: the database refuses less, whoever asks.
 const MinAudit = 365 * 24 * time.Hour
 
@@ -25,7 +29,7 @@ type Settings struct {
 	BatchPause time.Duration
 	Interval   time.Duration
 	Lease      time.Duration
-	// AllowShort lets the jobs period be shorter than MinSafeJobs (load tests).
+	// AllowShort lets the jobs and digests periods be shorter than MinSafeJobs (load tests).
 	AllowShort bool
 }
 
@@ -33,6 +37,8 @@ type Settings struct {
 func (s *Settings) RegisterPeriods(e *config.Env) {
 	e.Duration(&s.Periods.Jobs, "retention-jobs", "BOARDREADYOPS_RETENTION_JOBS", 7*24*time.Hour,
 		"delete completed jobs and their inbox rows completed longer ago (0: never)")
+	e.Duration(&s.Periods.Digests, "retention-digests", "BOARDREADYOPS_RETENTION_DIGESTS", DefaultDigests,
+		"the replay window: delete body digests received longer ago whose delivery has left the inbox (0: never; at least 72h and the jobs period)")
 	e.Duration(&s.Periods.Effects, "retention-effects", "BOARDREADYOPS_RETENTION_EFFECTS", 7*24*time.Hour,
 		"delete completed effects of finished release runs completed longer ago (0: never)")
 	e.Duration(&s.Periods.ReleaseRuns, "retention-release-runs", "BOARDREADYOPS_RETENTION_RELEASE_RUNS", 90*24*time.Hour,
@@ -41,7 +47,7 @@ func (s *Settings) RegisterPeriods(e *config.Env) {
 		"delete audit rows older than this (0: never, the default; else at least 8760h)")
 	e.Int(&s.BatchSize, "retention-batch-size", "BOARDREADYOPS_RETENTION_BATCH_SIZE", 1000, "rows one retention delete removes (1-10000)")
 	e.Bool(&s.AllowShort, "retention-allow-short", "BOARDREADYOPS_RETENTION_ALLOW_SHORT", false,
-		"allow a jobs period under 72h (load tests; redelivered deliveries older than it are stored again)")
+		"allow a jobs or digests period under 72h (load tests; redeliveries and replays older than it are stored again)")
 }
 
 // Register adds every setting (the service's too) to e.
@@ -60,7 +66,8 @@ func (s *Settings) Validate() error {
 	for _, p := range []struct {
 		env string
 		d   time.Duration
-	}{{"BOARDREADYOPS_RETENTION_JOBS", s.Periods.Jobs}, {"BOARDREADYOPS_RETENTION_EFFECTS", s.Periods.Effects},
+	}{{"BOARDREADYOPS_RETENTION_JOBS", s.Periods.Jobs}, {"BOARDREADYOPS_RETENTION_DIGESTS", s.Periods.Digests},
+		{"BOARDREADYOPS_RETENTION_EFFECTS", s.Periods.Effects},
 		{"BOARDREADYOPS_RETENTION_RELEASE_RUNS", s.Periods.ReleaseRuns}, {"BOARDREADYOPS_RETENTION_AUDIT", s.Periods.Audit}} {
 		if p.d < 0 || (p.d > 0 && p.d < time.Second) {
 			errs = append(errs, fmt.Errorf("%s %v: want 0 (never) or at least 1s", p.env, p.d))
@@ -72,6 +79,7 @@ func (s *Settings) Validate() error {
 	if s.Periods.Jobs > 0 && s.Periods.Jobs < MinSafeJobs && !s.AllowShort {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RETENTION_JOBS %v is shorter than GitHub's redelivery window (72h): set BOARDREADYOPS_RETENTION_ALLOW_SHORT=true to mean it", s.Periods.Jobs))
 	}
+	errs = append(errs, s.validateDigests())
 	if s.BatchSize < 1 || s.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RETENTION_BATCH_SIZE %d: want 1 to 10000", s.BatchSize))
 	}
@@ -90,4 +98,25 @@ func (s *Settings) Validate() error {
 // Config returns the service configuration of these settings for owner.
 func (s *Settings) Config(owner string) Config {
 	return Config{Owner: owner, Periods: s.Periods, BatchSize: s.BatchSize, BatchPause: s.BatchPause, Interval: s.Interval, Lease: s.Lease}
+}
+
+// validateDigests keeps the digests period from being shorter than the replay window it is: a
+// digest is the only thing that recognises a signed body resent under a new delivery id
+// (docs/security.md, "The replay window"). Not shorter than GitHub's redelivery window (72h,
+// unless AllowShort), and not shorter than the jobs period: the inbox keeps a stored delivery's
+// digest that long anyway, so a shorter period would forget only the bodies of ignored events
+// early, and a jobs period of never (0) keeps every stored digest, so only never fits it.
+func (s *Settings) validateDigests() error {
+	d, jobs := s.Periods.Digests, s.Periods.Jobs
+	switch {
+	case d <= 0:
+		return nil
+	case jobs == 0:
+		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v with BOARDREADYOPS_RETENTION_JOBS 0 (never): the inbox keeps every stored delivery's digest, so the replay window is never; set BOARDREADYOPS_RETENTION_DIGESTS=0 too", d)
+	case d < MinSafeJobs && !s.AllowShort:
+		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v is shorter than GitHub's redelivery window (72h), the shortest replay window: set BOARDREADYOPS_RETENTION_ALLOW_SHORT=true to mean it", d)
+	case d < jobs:
+		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v is shorter than BOARDREADYOPS_RETENTION_JOBS %v: the replay window would be shorter for ignored events than for stored ones; set it to at least %v", d, jobs, jobs)
+	}
+	return nil
 }

@@ -19,13 +19,24 @@ func TestSettings(t *testing.T) {
 		check   func(t *testing.T, s retention.Settings)
 	}{
 		{"defaults", nil, "", func(t *testing.T, s retention.Settings) {
-			want := retention.Periods{Jobs: 7 * 24 * time.Hour, Effects: 7 * 24 * time.Hour, ReleaseRuns: 90 * 24 * time.Hour}
+			want := retention.Periods{Jobs: 7 * 24 * time.Hour, Digests: 30 * 24 * time.Hour, Effects: 7 * 24 * time.Hour, ReleaseRuns: 90 * 24 * time.Hour}
 			if !s.Enabled || s.Periods != want || s.BatchSize != 1000 || s.Interval != 5*time.Minute || s.Lease != 30*time.Second {
 				t.Errorf("defaults %+v", s)
 			}
 		}},
 		{"short jobs period refused", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "1h"}, "redelivery window", nil},
 		{"short jobs period allowed for load tests", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "30s", "BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "", nil},
+		{"digests period under the redelivery window refused", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "48h", "BOARDREADYOPS_RETENTION_JOBS": "24h",
+			"BOARDREADYOPS_RETENTION_ALLOW_SHORT": ""}, "BOARDREADYOPS_RETENTION_DIGESTS 48h0m0s is shorter than GitHub's redelivery window", nil},
+		{"digests period shorter than the jobs period refused", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "100h"}, "shorter than BOARDREADYOPS_RETENTION_JOBS", nil},
+		{"digests period shorter than the jobs period refused for load tests too", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "30s",
+			"BOARDREADYOPS_RETENTION_JOBS": "2m", "BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "shorter than BOARDREADYOPS_RETENTION_JOBS", nil},
+		{"digests with jobs kept forever refused", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "0"}, "BOARDREADYOPS_RETENTION_DIGESTS=0 too", nil},
+		{"digests and jobs kept forever", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "0", "BOARDREADYOPS_RETENTION_DIGESTS": "0"}, "", nil},
+		{"digests never with jobs on", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "0"}, "", nil},
+		{"digests equal to the jobs period", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "168h"}, "", nil},
+		{"short digests period allowed for load tests", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "2m", "BOARDREADYOPS_RETENTION_JOBS": "2m",
+			"BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "", nil},
 		{"audit on", map[string]string{"BOARDREADYOPS_RETENTION_AUDIT": "8760h"}, "", func(t *testing.T, s retention.Settings) {
 			if s.Periods.Audit != 8760*time.Hour {
 				t.Errorf("audit %v", s.Periods.Audit)

@@ -13,21 +13,27 @@ import (
 
 // Table classes, named for the table whose rows are counted. Deleting a control_plane_jobs row
 // deletes its webhook_inbox row; deleting a release_runs row deletes its execution attempts and
-// completed effects.
+// completed effects. A webhook_body_digests row (a body's replay defence) goes only once its
+// delivery has left the inbox.
 const (
 	TableJobs        = "control_plane_jobs"
+	TableDigests     = "webhook_body_digests"
 	TableEffects     = "control_plane_outbox"
 	TableReleaseRuns = "release_runs"
 	TableAudit       = "control_plane_audit"
 )
 
-// Tables lists the table classes in the order a pass deletes them: jobs and effects first, so
-// that the release runs behind them have nothing left but completed effects.
-var Tables = []string{TableJobs, TableEffects, TableReleaseRuns, TableAudit}
+// Tables lists the table classes in the order a pass deletes them: jobs first, so that the
+// digests of the deliveries they take out of the inbox may go in the same pass; effects before
+// release runs, so that the runs behind them have nothing left but completed effects.
+var Tables = []string{TableJobs, TableDigests, TableEffects, TableReleaseRuns, TableAudit}
 
 // Periods are the retention periods per table class; zero means never.
 type Periods struct {
-	Jobs        time.Duration
+	Jobs time.Duration
+	// Digests is the replay window: a body's digest is kept this long, and in any case as long
+	// as its delivery's inbox row (Settings.Validate keeps it at least Jobs and MinSafeJobs).
+	Digests     time.Duration
 	Effects     time.Duration
 	ReleaseRuns time.Duration
 	Audit       time.Duration
@@ -38,6 +44,8 @@ func (p Periods) Of(table string) time.Duration {
 	switch table {
 	case TableJobs:
 		return p.Jobs
+	case TableDigests:
+		return p.Digests
 	case TableEffects:
 		return p.Effects
 	case TableReleaseRuns:
@@ -115,6 +123,7 @@ type TableStatus struct {
 	// OldestExpiredAt is the oldest row past the period; nil when none.
 	OldestExpiredAt *time.Time `db:"oldest_expired_at" json:"oldest_expired_at,omitempty"`
 	// OldestAt is the oldest row in a deletable state, past its period or not; nil when none.
+	// For webhook_body_digests it is the oldest digest at all, its delivery in the inbox or not.
 	OldestAt *time.Time `db:"oldest_at" json:"oldest_at,omitempty"`
 }
 
@@ -128,8 +137,8 @@ func (s *Store) Status(ctx context.Context, db database.DBTX, p Periods, count b
 		return &d
 	}
 	rows, err := db.Query(ctx, `SELECT table_name, retention, expired, oldest_expired_at, oldest_at
-		FROM boardreadyops_retention_status($1, $2, $3, $4, $5, $6)`,
-		period(p.Jobs), period(p.Effects), period(p.ReleaseRuns), period(p.Audit), count, s.now())
+		FROM boardreadyops_retention_status($1, $2, $3, $4, $5, $6, $7)`,
+		period(p.Jobs), period(p.Effects), period(p.ReleaseRuns), period(p.Audit), count, s.now(), period(p.Digests))
 	if err != nil {
 		return nil, fmt.Errorf("read retention status: %w", sqlstate.Classify(err))
 	}

@@ -413,7 +413,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_read_back_quiet(p_quiet i
 CREATE FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, outbox_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     j public.control_plane_jobs;
@@ -485,7 +485,7 @@ BEGIN
         p_traceparent, v_now);
     RETURN QUERY SELECT 'answered'::text, run.id, v_outbox;
 END;
-$$;
+$_$;
 
 -- ACL FUNCTION boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;

@@ -39,6 +39,21 @@ BEGIN
             LIMIT p_batch
             FOR UPDATE SKIP LOCKED));
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    WHEN 'webhook_body_digests' THEN
+        -- A digest is its body's replay defence (00019): it goes once it is older than the period
+        -- and its delivery has left the inbox, so never before the inbox row's own retention.
+        -- webhook_body_digests_received_at_idx (00019) gives the oldest first; the inbox's
+        -- delivery_id key answers each NOT EXISTS. Ingest inserts digests ON CONFLICT DO NOTHING
+        -- and never locks one: an insert of a body whose expired digest a batch is deleting
+        -- waits for that batch, then stores the body as new.
+        DELETE FROM public.webhook_body_digests d WHERE d.payload_sha256 = ANY (ARRAY(
+            SELECT g.payload_sha256 FROM public.webhook_body_digests g
+            WHERE g.received_at < v_cutoff
+              AND NOT EXISTS (SELECT 1 FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)
+            ORDER BY g.received_at
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED));
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
     WHEN 'control_plane_outbox' THEN
         DELETE FROM public.control_plane_outbox d WHERE d.id = ANY (ARRAY(
             SELECT o.id FROM public.control_plane_outbox o
@@ -181,8 +196,8 @@ REVOKE ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text
 GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_retention_lease_release(p_owner text) TO boardreadyops_admin;
 
--- FUNCTION boardreadyops_retention_status(interval, interval, interval, interval, boolean, timestamp with time zone)
-CREATE FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean DEFAULT true, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(table_name text, retention interval, expired bigint, oldest_expired_at timestamp with time zone, oldest_at timestamp with time zone)
+-- FUNCTION boardreadyops_retention_status(interval, interval, interval, interval, boolean, timestamp with time zone, interval)
+CREATE FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean DEFAULT true, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone, p_digests interval DEFAULT NULL::interval) RETURNS TABLE(table_name text, retention interval, expired bigint, oldest_expired_at timestamp with time zone, oldest_at timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -197,6 +212,24 @@ BEGIN
     oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
     expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
         (SELECT count(*) FROM public.control_plane_jobs j WHERE j.status = 'completed' AND j.completed_at < v_cutoff) END;
+    RETURN NEXT;
+
+    -- oldest_at is the oldest digest at all (its delivery may still be in the inbox: a minimum of
+    -- the index); the oldest expired one is the first past the cutoff whose delivery has left it.
+    table_name := 'webhook_body_digests'; retention := p_digests;
+    v_cutoff := v_now - p_digests;
+    SELECT min(g.received_at) INTO oldest_at FROM public.webhook_body_digests g;
+    oldest_expired_at := NULL;
+    IF v_cutoff IS NOT NULL THEN
+        SELECT g.received_at INTO oldest_expired_at FROM public.webhook_body_digests g
+        WHERE g.received_at < v_cutoff
+          AND NOT EXISTS (SELECT 1 FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)
+        ORDER BY g.received_at LIMIT 1;
+    END IF;
+    expired := CASE WHEN p_count AND v_cutoff IS NOT NULL THEN
+        (SELECT count(*) FROM public.webhook_body_digests g
+         WHERE g.received_at < v_cutoff
+           AND NOT EXISTS (SELECT 1 FROM public.webhook_inbox i WHERE i.delivery_id = g.delivery_id)) END;
     RETURN NEXT;
 
     table_name := 'control_plane_outbox'; retention := p_effects;
@@ -237,10 +270,10 @@ BEGIN
 END;
 $$;
 
--- ACL FUNCTION boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone)
-REVOKE ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) TO boardreadyops_lifecycle;
-GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone, p_digests interval)
+REVOKE ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone, p_digests interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone, p_digests interval) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_retention_status(p_jobs interval, p_effects interval, p_release_runs interval, p_audit interval, p_count boolean, p_now timestamp with time zone, p_digests interval) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_retention_sweep(interval, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_retention_sweep(p_older_than interval, p_batch integer DEFAULT 1000, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outbox_deleted bigint, jobs_deleted bigint)

@@ -11,6 +11,7 @@ CREATE TABLE public.installations (
     deleted_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    lifecycle_event_at timestamp with time zone,
     CONSTRAINT installations_account_login_check CHECK (((length(account_login) >= 1) AND (length(account_login) <= 255))),
     CONSTRAINT installations_account_type_check CHECK ((account_type = ANY (ARRAY['User'::text, 'Organization'::text, 'Enterprise'::text]))),
     CONSTRAINT installations_id_check CHECK ((id > 0))
@@ -19,6 +20,9 @@ CREATE TABLE public.installations (
 -- CONSTRAINT installations installations_pkey
 ALTER TABLE ONLY public.installations
     ADD CONSTRAINT installations_pkey PRIMARY KEY (id);
+
+-- COMMENT COLUMN installations.lifecycle_event_at
+COMMENT ON COLUMN public.installations.lifecycle_event_at IS 'received_at of the newest created/deleted/suspend/unsuspend delivery applied (00033)';
 
 -- ACL TABLE installations
 GRANT SELECT,INSERT,UPDATE ON TABLE public.installations TO boardreadyops_lifecycle;

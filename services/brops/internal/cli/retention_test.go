@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +24,16 @@ func TestRetentionCommands(t *testing.T) {
 		       CASE WHEN id % 5 <> 0 THEN now() - interval '10 days' END FROM i`); err != nil {
 		t.Fatal(err)
 	}
-	jobsExpired := func(args ...string) (int64, map[string]any) {
+	// Digests past the 30-day replay window whose delivery left the inbox (3 go), one whose
+	// delivery is the dead letter's (it stays with its inbox row) and one within the window.
+	if _, err := o.pool.Exec(o.ctx, `INSERT INTO webhook_body_digests (payload_sha256, delivery_id, received_at)
+		SELECT sha256(('gone-' || g)::bytea), 'gone-' || g, now() - interval '40 days' FROM generate_series(1, 3) g
+		UNION ALL SELECT sha256('dead'::bytea), i.delivery_id, now() - interval '40 days'
+		    FROM webhook_inbox i JOIN control_plane_jobs j ON j.inbox_id = i.id WHERE j.status = 'dead_letter'
+		UNION ALL SELECT sha256('recent'::bytea), 'recent', now() - interval '29 days'`); err != nil {
+		t.Fatal(err)
+	}
+	expired := func(table string, args ...string) (int64, map[string]any) {
 		t.Helper()
 		code, out, errOut := run(t, o.env, append(args, "-o", "json")...)
 		if code != 0 {
@@ -36,24 +46,37 @@ func TestRetentionCommands(t *testing.T) {
 			t.Fatalf("%v: %v %s", args, err, out)
 		}
 		for _, ts := range rep.Tables {
-			if ts.Table == retention.TableJobs && ts.Expired != nil {
+			if ts.Table == table && ts.Expired != nil {
 				return *ts.Expired, nil
 			}
 		}
-		t.Fatalf("%v: no jobs row in %s", args, out)
+		t.Fatalf("%v: no %s row in %s", args, table, out)
 		return 0, nil
 	}
+	jobsExpired := func(args ...string) (int64, map[string]any) { return expired(retention.TableJobs, args...) }
 	if n, _ := jobsExpired("retention", "status"); n != 4 {
 		t.Fatalf("status: %d expired jobs, want 4 (the dead letter is not)", n)
 	}
 	if n, _ := jobsExpired("retention", "run", "--dry-run"); n != 4 {
 		t.Fatalf("dry run: %d expired jobs, want 4", n)
 	}
+	if n, _ := expired(retention.TableDigests, "retention", "status"); n != 3 {
+		t.Fatalf("status: %d expired digests, want 3 (not the dead letter's, not the recent one)", n)
+	}
+	if n, _ := expired(retention.TableDigests, "retention", "run", "--dry-run"); n != 3 {
+		t.Fatalf("dry run: %d expired digests, want 3", n)
+	}
+	if code, out, _ := run(t, o.env, "retention", "run", "--dry-run"); code != 0 || !regexp.MustCompile(`(?m)^webhook_body_digests +720h0m0s +3 `).MatchString(out) {
+		t.Fatalf("dry run table: exit %d\n%s\nwant a webhook_body_digests row: 720h, 3 expired", code, out)
+	}
 	if n, _ := jobsExpired("retention", "status", "--jobs", "264h"); n != 0 {
 		t.Fatalf("status with an 11-day period: %d expired jobs, want 0", n)
 	}
 	if code, _, errOut := run(t, o.env, "retention", "status", "--jobs", "1h"); code != 2 || !strings.Contains(errOut, "redelivery window") {
 		t.Fatalf("a 1h jobs period: exit %d %s, want 2 naming the redelivery window", code, errOut)
+	}
+	if code, _, errOut := run(t, o.env, "retention", "status", "--digests", "48h"); code != 2 || !strings.Contains(errOut, "BOARDREADYOPS_RETENTION_DIGESTS") {
+		t.Fatalf("a 48h digests period: exit %d %s, want 2 naming BOARDREADYOPS_RETENTION_DIGESTS", code, errOut)
 	}
 
 	store := &retention.Store{}
@@ -71,8 +94,8 @@ func TestRetentionCommands(t *testing.T) {
 		t.Fatalf("run: exit %d %s %s", code, out, errOut)
 	}
 	var deleted map[string]int64
-	if err := json.Unmarshal([]byte(out), &deleted); err != nil || deleted[retention.TableJobs] != 4 {
-		t.Fatalf("run deleted %s (%v), want 4 jobs", out, err)
+	if err := json.Unmarshal([]byte(out), &deleted); err != nil || deleted[retention.TableJobs] != 4 || deleted[retention.TableDigests] != 3 {
+		t.Fatalf("run deleted %s (%v), want 4 jobs and 3 digests", out, err)
 	}
 	var left int
 	if err := o.pool.QueryRow(o.ctx, `SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter'`).Scan(&left); err != nil || left != 1 {
@@ -80,6 +103,10 @@ func TestRetentionCommands(t *testing.T) {
 	}
 	if n, _ := jobsExpired("retention", "status"); n != 0 {
 		t.Fatalf("status after the run: %d expired", n)
+	}
+	var digests int
+	if err := o.pool.QueryRow(o.ctx, `SELECT count(*) FROM webhook_body_digests`).Scan(&digests); err != nil || digests != 2 {
+		t.Fatalf("digests after the run: %d %v, want the dead letter's and the recent one", digests, err)
 	}
 }
 

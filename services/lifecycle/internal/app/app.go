@@ -112,7 +112,7 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 		if err != nil {
 			return err
 		}
-		b.Logger.Info("retention enabled", "jobs", rc.Periods.Jobs, "effects", rc.Periods.Effects,
+		b.Logger.Info("retention enabled", "jobs", rc.Periods.Jobs, "digests", rc.Periods.Digests, "effects", rc.Periods.Effects,
 			"release_runs", rc.Periods.ReleaseRuns, "audit", rc.Periods.Audit, "batch_size", rc.BatchSize)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
