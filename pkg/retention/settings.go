@@ -38,7 +38,7 @@ func (s *Settings) RegisterPeriods(e *config.Env) {
 	e.Duration(&s.Periods.Jobs, "retention-jobs", "BOARDREADYOPS_RETENTION_JOBS", 7*24*time.Hour,
 		"delete completed jobs and their inbox rows completed longer ago (0: never)")
 	e.Duration(&s.Periods.Digests, "retention-digests", "BOARDREADYOPS_RETENTION_DIGESTS", DefaultDigests,
-		"the replay window: delete body digests received longer ago whose delivery has left the inbox (0: never; at least 72h and the jobs period)")
+		"the replay window: delete body digests received longer ago whose delivery has left the inbox (0: never; at least 72h; raised to the jobs period, never when jobs is never)")
 	e.Duration(&s.Periods.Effects, "retention-effects", "BOARDREADYOPS_RETENTION_EFFECTS", 7*24*time.Hour,
 		"delete completed effects of finished release runs completed longer ago (0: never)")
 	e.Duration(&s.Periods.ReleaseRuns, "retention-release-runs", "BOARDREADYOPS_RETENTION_RELEASE_RUNS", 90*24*time.Hour,
@@ -102,21 +102,23 @@ func (s *Settings) Config(owner string) Config {
 
 // validateDigests keeps the digests period from being shorter than the replay window it is: a
 // digest is the only thing that recognises a signed body resent under a new delivery id
-// (docs/security.md, "The replay window"). Not shorter than GitHub's redelivery window (72h,
-// unless AllowShort), and not shorter than the jobs period: the inbox keeps a stored delivery's
-// digest that long anyway, so a shorter period would forget only the bodies of ignored events
-// early, and a jobs period of never (0) keeps every stored digest, so only never fits it.
+// (docs/security.md, "The replay window"). A period under GitHub's redelivery window (72h) is
+// refused unless AllowShort. A period shorter than the jobs period is raised to it, and beside a
+// jobs period of never (0) it becomes never: the inbox keeps a stored delivery's digest as long
+// as its row anyway, so a shorter period would forget only the bodies of ignored events early.
+// Raising instead of refusing keeps a deployment that set only the jobs period (or none) starting
+// after an upgrade; lifecycle logs the period in force.
 func (s *Settings) validateDigests() error {
 	d, jobs := s.Periods.Digests, s.Periods.Jobs
 	switch {
 	case d <= 0:
 		return nil
-	case jobs == 0:
-		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v with BOARDREADYOPS_RETENTION_JOBS 0 (never): the inbox keeps every stored delivery's digest, so the replay window is never; set BOARDREADYOPS_RETENTION_DIGESTS=0 too", d)
 	case d < MinSafeJobs && !s.AllowShort:
 		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v is shorter than GitHub's redelivery window (72h), the shortest replay window: set BOARDREADYOPS_RETENTION_ALLOW_SHORT=true to mean it", d)
+	case jobs == 0:
+		s.Periods.Digests = 0
 	case d < jobs:
-		return fmt.Errorf("BOARDREADYOPS_RETENTION_DIGESTS %v is shorter than BOARDREADYOPS_RETENTION_JOBS %v: the replay window would be shorter for ignored events than for stored ones; set it to at least %v", d, jobs, jobs)
+		s.Periods.Digests = jobs
 	}
 	return nil
 }

@@ -10,6 +10,16 @@ import (
 	"github.com/boardreadyops/cloud/pkg/retention"
 )
 
+// digestsAre checks the digests period in force after Validate.
+func digestsAre(want time.Duration) func(*testing.T, retention.Settings) {
+	return func(t *testing.T, s retention.Settings) {
+		t.Helper()
+		if s.Periods.Digests != want {
+			t.Errorf("digests period %v, want %v", s.Periods.Digests, want)
+		}
+	}
+}
+
 func TestSettings(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -28,10 +38,11 @@ func TestSettings(t *testing.T) {
 		{"short jobs period allowed for load tests", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "30s", "BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "", nil},
 		{"digests period under the redelivery window refused", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "48h", "BOARDREADYOPS_RETENTION_JOBS": "24h",
 			"BOARDREADYOPS_RETENTION_ALLOW_SHORT": ""}, "BOARDREADYOPS_RETENTION_DIGESTS 48h0m0s is shorter than GitHub's redelivery window", nil},
-		{"digests period shorter than the jobs period refused", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "100h"}, "shorter than BOARDREADYOPS_RETENTION_JOBS", nil},
-		{"digests period shorter than the jobs period refused for load tests too", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "30s",
-			"BOARDREADYOPS_RETENTION_JOBS": "2m", "BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "shorter than BOARDREADYOPS_RETENTION_JOBS", nil},
-		{"digests with jobs kept forever refused", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "0"}, "BOARDREADYOPS_RETENTION_DIGESTS=0 too", nil},
+		{"digests period shorter than the jobs period raised to it", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "100h"}, "", digestsAre(168 * time.Hour)},
+		{"digests period shorter than the jobs period raised for load tests too", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "30s",
+			"BOARDREADYOPS_RETENTION_JOBS": "2m", "BOARDREADYOPS_RETENTION_ALLOW_SHORT": "true"}, "", digestsAre(2 * time.Minute)},
+		{"digests follow jobs kept forever", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "0"}, "", digestsAre(0)},
+		{"digests follow a longer jobs period", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "2160h"}, "", digestsAre(2160 * time.Hour)},
 		{"digests and jobs kept forever", map[string]string{"BOARDREADYOPS_RETENTION_JOBS": "0", "BOARDREADYOPS_RETENTION_DIGESTS": "0"}, "", nil},
 		{"digests never with jobs on", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "0"}, "", nil},
 		{"digests equal to the jobs period", map[string]string{"BOARDREADYOPS_RETENTION_DIGESTS": "168h"}, "", nil},

@@ -29,7 +29,7 @@ func (r *retentionFlags) register(cmd *cobra.Command, getenv config.Getenv) {
 	r.err = e.Parse(nil)
 	f := cmd.PersistentFlags()
 	f.DurationVar(&r.s.Periods.Jobs, "jobs", r.s.Periods.Jobs, "completed jobs and their inbox rows (env BOARDREADYOPS_RETENTION_JOBS; 0: never)")
-	f.DurationVar(&r.s.Periods.Digests, "digests", r.s.Periods.Digests, "body digests, the replay window (env BOARDREADYOPS_RETENTION_DIGESTS; 0: never; at least 72h and --jobs)")
+	f.DurationVar(&r.s.Periods.Digests, "digests", r.s.Periods.Digests, "body digests, the replay window (env BOARDREADYOPS_RETENTION_DIGESTS; 0: never; at least 72h; raised to --jobs)")
 	f.DurationVar(&r.s.Periods.Effects, "effects", r.s.Periods.Effects, "completed effects of finished runs (env BOARDREADYOPS_RETENTION_EFFECTS; 0: never)")
 	f.DurationVar(&r.s.Periods.ReleaseRuns, "release-runs", r.s.Periods.ReleaseRuns, "finished release runs (env BOARDREADYOPS_RETENTION_RELEASE_RUNS; 0: never)")
 	f.DurationVar(&r.s.Periods.Audit, "audit", r.s.Periods.Audit, "audit rows (env BOARDREADYOPS_RETENTION_AUDIT; 0: never)")
