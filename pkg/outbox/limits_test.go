@@ -198,3 +198,36 @@ func TestRecordBudgets(t *testing.T) {
 		t.Fatalf("after the reset: %d effects (%v)", len(got), err)
 	}
 }
+
+// A paced claim of limit effects locks the rows of at most limit installations, not of every
+// installation among its candidates (00034): the others stay free for another replica's claim
+// while this one's transaction is open.
+func TestPacedClaimLocksOnlyTheInstallationsItUses(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	const installations, limit = 6, 2
+	insts := make([]int64, installations)
+	for i := range insts {
+		insts[i] = randomID()
+		effectsOf(t, ctx, b, insts[i], 1)
+	}
+	// The rows exist already (an earlier claim made them), as in a busy deployment.
+	if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
+		SELECT unnest($1::bigint[]), now()`, insts); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	got, err := b.store.ClaimPaced(ctx, tx, "w1", limit, time.Minute, outbox.Pace{PerInstallation: 1, MutationInterval: time.Second})
+	if err != nil || len(got) != limit {
+		t.Fatalf("claimed %d effects (%v), want %d", len(got), err, limit)
+	}
+	free := count(t, ctx, b, `SELECT count(*) FROM (SELECT 1 FROM github_installation_limits
+		WHERE installation_id = ANY($1) FOR UPDATE SKIP LOCKED) l`, insts)
+	if free != installations-limit {
+		t.Fatalf("%d of %d installation rows free while the claim of %d is open, want %d", free, installations, limit, installations-limit)
+	}
+}

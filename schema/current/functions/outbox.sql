@@ -192,15 +192,23 @@ BEGIN
     ON CONFLICT (installation_id) DO NOTHING;
 
     RETURN QUERY
-    WITH gate AS (
+    WITH firsts AS (
+        -- Each candidate installation once, in the order of its oldest candidate: a claim takes
+        -- at most p_limit effects, and every installation that passes the gate gives at least
+        -- one, so only the first p_limit installations' rows are locked (00034).
+        SELECT c.installation_id FROM unnest(v_ids, v_installations) WITH ORDINALITY AS c(id, installation_id, ord)
+        GROUP BY c.installation_id
+        ORDER BY min(c.ord)
+        LIMIT p_limit
+    ), gate AS (
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
         FROM public.github_installation_limits l
-        WHERE l.installation_id = ANY (v_distinct)
-          AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
+        JOIN firsts f ON f.installation_id = l.installation_id
+        WHERE (l.blocked_until IS NULL OR l.blocked_until <= v_now)
           AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
           AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF l SKIP LOCKED
     ), ranked AS (
         SELECT c.id, c.ord, g.room, row_number() OVER (PARTITION BY c.installation_id ORDER BY c.ord) AS rn
         FROM unnest(v_ids, v_installations) WITH ORDINALITY AS c(id, installation_id, ord)
