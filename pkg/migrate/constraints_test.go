@@ -173,3 +173,71 @@ func inRolledBackTx(ctx context.Context, pool interface {
 	}
 	return nil
 }
+
+// TestEffectKeyIsUnique: an effect's idempotency key is unique. Since migration 00035 the unique
+// index is on the columns the key is made of (release run, effect type, attempt, generation),
+// with a NULL attempt — a check-run creation — equal to another: a second row with the key of an
+// existing one is refused whatever its other columns, and a row that differs in one of the four is
+// accepted. boardreadyops_outbox_enqueue's ON CONFLICT names the same index: a second enqueue
+// returns no id and writes nothing.
+func TestEffectKeyIsUnique(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	const (
+		run     = `'11111111-1111-1111-1111-111111111111'`
+		run2    = `'33333333-3333-3333-3333-333333333333'`
+		attempt = `'22222222-2222-2222-2222-222222222222'`
+		attemp2 = `'44444444-4444-4444-4444-444444444444'`
+		sha     = `'0123456789abcdef0123456789abcdef01234567'`
+		ins     = `INSERT INTO control_plane_outbox (effect_type, idempotency_key, generation, payload, status, release_run_id, execution_attempt_id, installation_id) VALUES `
+	)
+	for _, s := range []string{
+		`INSERT INTO installations (id, account_login, account_type) VALUES (1, 'acme', 'Organization')`,
+		`INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'acme/app')`,
+		`INSERT INTO release_runs (id, repository_id, installation_id, ref, head_sha, workflow_file) VALUES
+			(` + run + `, 1, 1, 'refs/tags/v1', ` + sha + `, 'release.yml'), (` + run2 + `, 1, 1, 'refs/tags/v2', ` + sha + `, 'release.yml')`,
+		`INSERT INTO execution_attempts (id, release_run_id, number) VALUES (` + attempt + `, ` + run + `, 1), (` + attemp2 + `, ` + run + `, 2)`,
+		ins + `('github.check_run.create', 'github.check_run.create:' || ` + run + `, 0, '{}', 'dead_letter', ` + run + `, NULL, 1)`,
+		ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + `, 0, '{}', 'available', ` + run + `, ` + attempt + `, 1)`,
+		ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + ` || ':g2', 2, '{}', 'available', ` + run + `, ` + attempt + `, 1)`,
+	} {
+		if _, err := pool.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+	tests := []struct {
+		name      string
+		sql       string
+		duplicate bool
+	}{
+		{"check-run creation again (NULL attempt)", ins + `('github.check_run.create', 'github.check_run.create:' || ` + run + `, 0, '{"x": 1}', 'available', ` + run + `, NULL, 1)`, true},
+		{"dispatch again", ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + `, 0, '{}', 'dead_letter', ` + run + `, ` + attempt + `, 1)`, true},
+		{"dispatch generation again", ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + ` || ':g2', 2, '{}', 'available', ` + run + `, ` + attempt + `, 1)`, true},
+		{"check-run creation of another run", ins + `('github.check_run.create', 'github.check_run.create:' || ` + run2 + `, 0, '{}', 'available', ` + run2 + `, NULL, 1)`, false},
+		{"dispatch of another attempt", ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attemp2 + `, 0, '{}', 'available', ` + run + `, ` + attemp2 + `, 1)`, false},
+		{"dispatch of another generation", ins + `('github.workflow.dispatch', 'github.workflow.dispatch:' || ` + run + ` || ':' || ` + attempt + ` || ':g1', 1, '{}', 'available', ` + run + `, ` + attempt + `, 1)`, false},
+		{"another effect type", ins + `('github.check_run.complete', 'github.check_run.complete:' || ` + run + ` || ':' || ` + attempt + `, 0, '{}', 'available', ` + run + `, ` + attempt + `, 1)`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := inRolledBackTx(ctx, pool, tt.sql)
+			var pgErr *pgconn.PgError
+			isDuplicate := errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "control_plane_outbox_effect_key"
+			if tt.duplicate != isDuplicate || (!tt.duplicate && err != nil) {
+				t.Fatalf("%s:\n  error %v, want duplicate %v", tt.sql, err, tt.duplicate)
+			}
+		})
+	}
+	var first, second *int64
+	var rows int
+	if err := pool.QueryRow(ctx, `SELECT boardreadyops_outbox_enqueue('github.check_run.create', `+run2+`, NULL, 1, '{}')`).Scan(&first); err != nil || first == nil {
+		t.Fatalf("first enqueue: id %v, %v", first, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT boardreadyops_outbox_enqueue('github.check_run.create', `+run2+`, NULL, 1, '{"other": true}')`).Scan(&second); err != nil || second != nil {
+		t.Fatalf("second enqueue: id %v, %v; want no id", second, err)
+	}
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE release_run_id = `+run2).Scan(&rows); err != nil || rows != 1 {
+		t.Fatalf("effects of the run: %d, %v; want 1", rows, err)
+	}
+}

@@ -28,6 +28,7 @@ var accessExclusiveAllowed = map[string]string{
 	"00009 *":                    "replaced every CHECK with a validated row rule (before the online-forms rule)",
 	"00011 control_plane_outbox": "DROP INDEX (no scan)",
 	"00015 *":                    "ALTER TABLE … OWNER TO boardreadyops_schema_owner and the audit triggers: catalog-only, no scan or rewrite, held for milliseconds (issue 17 §3 e, f)",
+	"00035 control_plane_outbox": "DROP CONSTRAINT of the idempotency key's UNIQUE index once the composite key replaces it (catalog only, no scan)",
 }
 
 // TestNoNewAccessExclusiveOnHotTables runs every migration's Up section inside a transaction on a

@@ -623,7 +623,7 @@ BEGIN
         p_effect_type || ':' || p_release_run_id::text || coalesce(':' || p_execution_attempt_id::text, ''),
         p_payload, p_max_attempts, v_now,
         p_release_run_id, p_execution_attempt_id, p_installation_id, p_traceparent, v_now, v_now)
-    ON CONFLICT (idempotency_key) DO NOTHING
+    ON CONFLICT (release_run_id, effect_type, execution_attempt_id, generation) DO NOTHING
     RETURNING id INTO v_id;
     RETURN v_id;
 END;

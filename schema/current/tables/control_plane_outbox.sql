@@ -40,10 +40,6 @@ ALTER TABLE public.control_plane_outbox ALTER COLUMN id ADD GENERATED ALWAYS AS 
     CACHE 1
 );
 
--- CONSTRAINT control_plane_outbox control_plane_outbox_idempotency_key_key
-ALTER TABLE ONLY public.control_plane_outbox
-    ADD CONSTRAINT control_plane_outbox_idempotency_key_key UNIQUE (idempotency_key);
-
 -- CONSTRAINT control_plane_outbox control_plane_outbox_pkey
 ALTER TABLE ONLY public.control_plane_outbox
     ADD CONSTRAINT control_plane_outbox_pkey PRIMARY KEY (id);
@@ -69,14 +65,14 @@ CREATE INDEX control_plane_outbox_claim_idx ON public.control_plane_outbox USING
 -- INDEX control_plane_outbox_completed_idx
 CREATE INDEX control_plane_outbox_completed_idx ON public.control_plane_outbox USING btree (completed_at) WHERE (status = 'completed'::text);
 
+-- INDEX control_plane_outbox_effect_key
+CREATE UNIQUE INDEX control_plane_outbox_effect_key ON public.control_plane_outbox USING btree (release_run_id, effect_type, execution_attempt_id, generation) NULLS NOT DISTINCT;
+
 -- INDEX control_plane_outbox_execution_attempt_idx
 CREATE INDEX control_plane_outbox_execution_attempt_idx ON public.control_plane_outbox USING btree (execution_attempt_id) WHERE (execution_attempt_id IS NOT NULL);
 
 -- INDEX control_plane_outbox_lease_idx
 CREATE INDEX control_plane_outbox_lease_idx ON public.control_plane_outbox USING btree (lease_expires_at) WHERE (status = 'leased'::text);
-
--- INDEX control_plane_outbox_release_run_idx
-CREATE INDEX control_plane_outbox_release_run_idx ON public.control_plane_outbox USING btree (release_run_id);
 
 -- INDEX control_plane_outbox_superseded_by_idx
 CREATE INDEX control_plane_outbox_superseded_by_idx ON public.control_plane_outbox USING btree (superseded_by) WHERE (superseded_by IS NOT NULL);
