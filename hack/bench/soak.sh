@@ -15,6 +15,8 @@
 # throughout the soak. The variables are lifecycle's BOARDREADYOPS_RETENTION_* settings
 # (docs/operations.md, "Retention"); --retention off sets every period to 0 (never).
 # Extra environment for the services: SOAK_ENV="NAME=value …". LOADGEN_JSON=1 prints JSON.
+# The simulator keeps the newest SOAK_SIM_RETAIN (100000) finished check runs and workflow runs
+# (githubsim --retain-finished; 0 keeps all, about 7 KiB per release run: gigabytes by the end).
 webhooks=3000000 retention=on period=2m interval=10s max_open=400 repositories=100 installations=10
 while (($#)); do
 	case "$1" in
@@ -47,7 +49,7 @@ bin/devkeys --dir "$work/dev" >/dev/null
 export LOG_LEVEL=warn DATABASE_URL=$db BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
 	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:$gh/
 bin/githubsim --listen 127.0.0.1:$gh --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:$in/webhook \
-	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms >"$work/githubsim.log" 2>&1 &
+	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --retain-finished "${SOAK_SIM_RETAIN:-100000}" >"$work/githubsim.log" 2>&1 &
 pids+=($!); githubsim_pid=$!
 env "${extra_env[@]}" LISTEN_ADDR=127.0.0.1:$in METRICS_ADDR=127.0.0.1:$m_in BOARDREADYOPS_DB_MAX_CONNS=16 bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!

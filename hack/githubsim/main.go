@@ -39,6 +39,7 @@ func run() error {
 	secretFile := flag.String("webhook-secret-file", "", "webhook secret file (first line signs)")
 	runDelay := flag.Duration("run-delay", time.Second, "delay between a run's requested, in_progress and completed")
 	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
+	retain := flag.Int("retain-finished", 0, "keep at most this many finished check runs and workflow runs, forgetting the oldest (0: all, as GitHub); for runs of millions")
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
 	var limits githubsim.Limits
 	flag.IntVar(&limits.Budget, "budget", 0, "primary budget of each installation per hour, reported in x-ratelimit headers (0: unlimited)")
@@ -67,7 +68,7 @@ func run() error {
 		secret = []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	}
 	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, WebhookURL: *webhookURL,
-		WebhookSecret: secret, RunDelay: *runDelay, Logger: logger}
+		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, Logger: logger}
 	if *failTags != "" {
 		var mu sync.Mutex
 		seen := map[string]bool{}

@@ -31,9 +31,10 @@ type WorkflowRun struct {
 	CreatedAt    time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
 
-	Inputs map[string]string `json:"-"`
-	repo   *repository
-	file   string
+	Inputs      map[string]string `json:"-"`
+	repo        *repository
+	file        string
+	finishedSeq int64 // its last finish's place (retain.go)
 }
 
 // WorkflowRuns returns copies of every run, oldest first.
@@ -244,6 +245,7 @@ func (s *Simulator) runEvent(runID int64, action, conclusion string) ([]byte, *r
 		run.Status = "in_progress"
 	case "completed":
 		run.Status, run.Conclusion = "completed", &conclusion
+		s.finishedRunLocked(run)
 	}
 	repo := run.repo
 	owner, name, _ := strings.Cut(repo.fullName, "/")

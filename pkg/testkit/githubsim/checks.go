@@ -31,7 +31,8 @@ type CheckRun struct {
 		ID   int64  `json:"id"`
 		Slug string `json:"slug"`
 	} `json:"app"`
-	repo string
+	repo        string
+	finishedSeq int64 // its last finish's place (retain.go)
 }
 
 // CheckRunOutput is a check run's output.
@@ -233,6 +234,7 @@ func (s *Simulator) createCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 	s.mu.Lock()
 	s.checkRuns[id] = c
 	s.checkRunsAt[c.repo+"@"+c.HeadSHA] = append(s.checkRunsAt[c.repo+"@"+c.HeadSHA], c)
+	s.finishedCheckRunLocked(c)
 	out := *c
 	s.mu.Unlock()
 	writeJSON(w, http.StatusCreated, out)
@@ -258,6 +260,7 @@ func (s *Simulator) updateCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 		return
 	}
 	s.apply(c, &req)
+	s.finishedCheckRunLocked(c)
 	out := *c
 	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, out)

@@ -149,5 +149,6 @@ func (s *Simulator) FinishWorkflowRun(runID int64, conclusion string) error {
 		return fmt.Errorf("workflow run %d does not exist", runID)
 	}
 	run.Status, run.Conclusion, run.UpdatedAt = "completed", &conclusion, s.now().UTC().Truncate(time.Second)
+	s.finishedRunLocked(run)
 	return nil
 }

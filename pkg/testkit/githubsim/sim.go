@@ -50,6 +50,9 @@ type Options struct {
 	TagCommit func(repo, tag string) string
 	// WebhookSenders is the number of concurrent webhook senders (default 8).
 	WebhookSenders int
+	// RetainFinished, when positive, keeps at most this many finished check runs and as many
+	// finished workflow runs, forgetting the oldest (retain.go); 0 keeps every one, as GitHub.
+	RetainFinished int
 	Logger         *slog.Logger
 }
 
@@ -74,7 +77,10 @@ type Simulator struct {
 	limits        Limits
 	budgets       map[int64]*budget
 	violations    []Violation
-	nextID        atomic.Int64
+	// Finished check runs and workflow runs in the order they finished (Options.RetainFinished).
+	finishedCheckRuns, finishedRuns []finished
+	finishSeq                       int64
+	nextID                          atomic.Int64
 
 	webhooks *webhookQueue
 }
