@@ -19,9 +19,11 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// soakTables are the tables whose size and vacuum state a soak samples.
+// soakTables are the tables whose size and vacuum state a soak samples: every table that gains
+// rows per delivery or per release run (execution_attempt_workflow_runs: one per dispatched
+// attempt, deleted with it).
 var soakTables = []string{"webhook_inbox", "webhook_body_digests", "control_plane_jobs", "control_plane_outbox",
-	"release_runs", "execution_attempts", "control_plane_audit"}
+	"release_runs", "execution_attempts", "execution_attempt_workflow_runs", "control_plane_audit"}
 
 // tableSample is one table's state at a slice boundary (pg_stat_user_tables, cumulative counters).
 type tableSample struct {
