@@ -20,14 +20,26 @@
 -- updates carry on) before anything depends on it, then boardreadyops_outbox_enqueue's ON
 -- CONFLICT names it, then the old indexes go. Dropping the idempotency key's UNIQUE constraint
 -- takes ACCESS EXCLUSIVE on the outbox for a catalog change only (no scan), as 00011's DROP INDEX
--- did; the release run's index goes CONCURRENTLY. A build that fails leaves an INVALID index
--- behind, which the DROP INDEX CONCURRENTLY IF EXISTS in front of it removes when the migration
--- runs again.
+-- did; the release run's index goes CONCURRENTLY. Run again after a failure part way, it keeps a
+-- valid new index (never dropping it once the old constraint may be gone: the outbox would have
+-- no uniqueness while it was rebuilt), and it stops before dropping the constraint when a failed
+-- build left the index INVALID: drop that one (DROP INDEX CONCURRENTLY
+-- control_plane_outbox_effect_key) and run it again.
 
 -- +goose Up
-DROP INDEX CONCURRENTLY IF EXISTS public.control_plane_outbox_effect_key;
-CREATE UNIQUE INDEX CONCURRENTLY control_plane_outbox_effect_key ON public.control_plane_outbox
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS control_plane_outbox_effect_key ON public.control_plane_outbox
     (release_run_id, effect_type, execution_attempt_id, generation) NULLS NOT DISTINCT;
+
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_index
+                   WHERE indexrelid = 'public.control_plane_outbox_effect_key'::regclass AND indisvalid) THEN
+        RAISE EXCEPTION 'control_plane_outbox_effect_key is INVALID (an interrupted build): DROP INDEX CONCURRENTLY public.control_plane_outbox_effect_key, then migrate again';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 CREATE OR REPLACE FUNCTION public.boardreadyops_outbox_enqueue(p_effect_type text, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_payload jsonb, p_traceparent text DEFAULT NULL::text, p_max_attempts integer DEFAULT 10, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
@@ -53,7 +65,7 @@ END;
 $$;
 -- +goose StatementEnd
 
-ALTER TABLE public.control_plane_outbox DROP CONSTRAINT control_plane_outbox_idempotency_key_key;
+ALTER TABLE public.control_plane_outbox DROP CONSTRAINT IF EXISTS control_plane_outbox_idempotency_key_key;
 DROP INDEX CONCURRENTLY IF EXISTS public.control_plane_outbox_release_run_idx;
 
 -- +goose Down
