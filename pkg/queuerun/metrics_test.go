@@ -109,3 +109,28 @@ func TestMetricsStartAtZero(t *testing.T) {
 	metricstest.RequireZero(t, scraped, "boardreadyops_test_items", map[string][]string{"state": {"available", "leased"}})
 	metricstest.RequireZero(t, scraped, "boardreadyops_test_leases_recovered_total", map[string][]string{"state": {"available", "dead_letter"}})
 }
+
+// The claim histogram resolves the range its targets and alerts read: sorted, it keeps the
+// alerts' 10 ms bound, and from 5 ms to 100 ms no bucket is more than 1.5 times the one below.
+func TestClaimBucketsResolveTheTargetRange(t *testing.T) {
+	t.Parallel()
+	b := queuerun.ClaimBuckets
+	has10ms := false
+	for i, ub := range b {
+		if ub == 0.01 {
+			has10ms = true
+		}
+		if i == 0 {
+			continue
+		}
+		if ub <= b[i-1] {
+			t.Fatalf("buckets not increasing at %d: %v", i, b)
+		}
+		if b[i-1] >= 0.005 && ub <= 0.1 && ub > 1.5*b[i-1] {
+			t.Errorf("bucket %g is %.2f× the one below (%g); want ≤ 1.5× from 5 ms to 100 ms", ub, ub/b[i-1], b[i-1])
+		}
+	}
+	if !has10ms {
+		t.Errorf("no 10 ms bucket: the claim latency alerts read le=\"0.01\"")
+	}
+}
