@@ -2,6 +2,12 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
+# The Go toolchain every build, test and image uses, the one go.work's go line requires: go1.27.3
+# fixes the standard-library vulnerabilities of go1.26.8 (docs/security.md). The go command
+# fetches it from the module proxy once (golang.org/toolchain, about 76 MB). A plain `go` command
+# on a machine whose own Go is older fails until GOTOOLCHAIN=go1.27.3 is exported (README.md).
+GO_TOOLCHAIN ?= go$(shell sed -n 's/^go //p' $(CURDIR)/go.work)
+export GOTOOLCHAIN := $(GO_TOOLCHAIN)
 MODULES      := schema pkg charts hack services/brops services/ingest services/lifecycle services/outbox-dispatcher services/operator
 SERVICES     := ingest lifecycle outbox-dispatcher operator brops
 ROOT_PKG     := github.com/boardreadyops/cloud/...
@@ -70,13 +76,18 @@ vulndb: ## Build the local Go vulnerability database bin/tools/vulndb from golan
 			echo "$$version" >$(TOOLS)/vulndb.version; \
 		fi
 
-$(TOOLS)/golangci-lint:
+# The tools are rebuilt when the toolchain changes: a linter built by an older Go cannot read a
+# newer standard library, and govulncheck reports on the standard library it was built with.
+$(TOOLS)/.go-$(GO_TOOLCHAIN):
+	@mkdir -p $(TOOLS) && rm -f $(TOOLS)/.go-* $(TOOLS)/golangci-lint $(TOOLS)/govulncheck $(TOOLS)/controller-gen && touch $@
+
+$(TOOLS)/golangci-lint: $(TOOLS)/.go-$(GO_TOOLCHAIN)
 	GOBIN=$(TOOLS) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
-$(TOOLS)/govulncheck:
+$(TOOLS)/govulncheck: $(TOOLS)/.go-$(GO_TOOLCHAIN)
 	GOBIN=$(TOOLS) go install golang.org/x/vuln/cmd/govulncheck@$(GOVULNCHECK_VERSION)
 
-$(TOOLS)/controller-gen:
+$(TOOLS)/controller-gen: $(TOOLS)/.go-$(GO_TOOLCHAIN)
 	GOBIN=$(TOOLS) go install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 
 .PHONY: generate

@@ -2,6 +2,8 @@ module github.com/boardreadyops/cloud/charts
 
 go 1.26.0
 
+toolchain go1.27.3
+
 require (
 	github.com/boardreadyops/cloud/pkg v0.0.0-00010101000000-000000000000
 	go.yaml.in/yaml/v3 v3.0.5

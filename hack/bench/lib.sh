@@ -3,6 +3,8 @@
 # (the product database URL) and $pgbench_db (a separate database on the same server).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+# The toolchain go.work requires (Makefile, GO_TOOLCHAIN), for the go commands below.
+export GOTOOLCHAIN=${GOTOOLCHAIN:-go$(sed -n 's/^go //p' go.work)}
 
 make -s build >/dev/null
 go build -o bin/loadgen ./hack/loadgen

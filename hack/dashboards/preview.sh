@@ -12,6 +12,7 @@
 # Needs: chromium, prometheus (Debian packages), npm.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+export GOTOOLCHAIN=${GOTOOLCHAIN:-go$(sed -n 's/^go //p' go.work)}
 
 work=.data/preview
 minutes=${PREVIEW_MINUTES:-5}

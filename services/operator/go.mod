@@ -2,6 +2,8 @@ module github.com/boardreadyops/cloud/services/operator
 
 go 1.26.0
 
+toolchain go1.27.3
+
 replace (
 	github.com/boardreadyops/cloud/pkg => ../../pkg
 	github.com/boardreadyops/cloud/schema => ../../schema
