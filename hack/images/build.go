@@ -4,7 +4,10 @@ import (
 	"archive/tar"
 	"bytes"
 	"context"
+	"debug/buildinfo"
+	"encoding/json"
 	"fmt"
+	"go/version"
 	"io"
 	"io/fs"
 	"os"
@@ -114,12 +117,24 @@ func (b *builder) build(ctx context.Context, spec imageSpec) (v1.Image, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, spec.name)
+	dir := filepath.Join(b.o.repo, spec.module)
+	want, err := moduleToolchain(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", bin, spec.pkg)
-	cmd.Dir = filepath.Join(b.o.repo, spec.module)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOWORK=off", "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+b.o.arch, "GOFLAGS=-mod=readonly")
+	if os.Getenv("GOTOOLCHAIN") == "" {
+		// A Go installed with GOTOOLCHAIN=local in its go.env ignores the toolchain line.
+		cmd.Env = append(cmd.Env, "GOTOOLCHAIN="+want)
+	}
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return nil, fmt.Errorf("go build: %w", err)
+	}
+	if err := checkToolchain(bin, want); err != nil {
+		return nil, fmt.Errorf("%s: %w", spec.name, err)
 	}
 	data, err := os.ReadFile(bin)
 	if err != nil {
@@ -319,4 +334,42 @@ func (l *tarLayer) layer() (v1.Layer, error) {
 
 func emptyOCI() v1.Image {
 	return mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
+}
+
+// moduleToolchain is the Go toolchain the module in dir names: its go.mod's toolchain line, or
+// its go line when it has none, as the go command reads them.
+func moduleToolchain(ctx context.Context, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "edit", "-json")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("go mod edit -json in %s: %w", dir, err)
+	}
+	var mod struct {
+		Go        string
+		Toolchain string
+	}
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return "", fmt.Errorf("go mod edit -json in %s: %w", dir, err)
+	}
+	if mod.Toolchain != "" {
+		return mod.Toolchain, nil
+	}
+	return "go" + mod.Go, nil
+}
+
+// checkToolchain refuses a binary built by an older Go than want. An image is what runs in
+// production: one built by a Go whose standard library has known vulnerabilities, because the
+// machine's own Go ignored the toolchain line, must not be published (docs/security.md).
+func checkToolchain(bin, want string) error {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return err
+	}
+	if version.Compare(info.GoVersion, want) < 0 {
+		return fmt.Errorf("built by %s, older than %s, the toolchain its go.mod names: export GOTOOLCHAIN=%s (the Makefile does)",
+			info.GoVersion, want, want)
+	}
+	return nil
 }

@@ -116,3 +116,55 @@ func TestImageDefinition(t *testing.T) {
 		t.Errorf("two builds of one tree: %s and %s, want one digest", d1, d2)
 	}
 }
+
+// TestCheckToolchain: an image's binary built by an older Go than its module's toolchain line is
+// refused. The test binary itself is the binary: built by runtime.Version().
+func TestCheckToolchain(t *testing.T) {
+	t.Parallel()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		want string
+		ok   bool
+	}{
+		{runtime.Version(), true},
+		{"go1.21.0", true},
+		{"go9.99.0", false},
+	}
+	for _, tt := range tests {
+		err := checkToolchain(self, tt.want)
+		if (err == nil) != tt.ok {
+			t.Errorf("checkToolchain(%s): %v, want ok %v", tt.want, err, tt.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "export GOTOOLCHAIN="+tt.want) {
+			t.Errorf("checkToolchain(%s): %v, want the fix in the message", tt.want, err)
+		}
+	}
+}
+
+// TestModuleToolchain: the toolchain of every service module is the one go.work requires, so
+// that images and the workspace build with the same Go.
+func TestModuleToolchain(t *testing.T) {
+	t.Parallel()
+	work, err := os.ReadFile("../../go.work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goLine string
+	for _, l := range strings.Split(string(work), "\n") {
+		if v, ok := strings.CutPrefix(l, "go "); ok {
+			goLine = "go" + strings.TrimSpace(v)
+		}
+	}
+	for _, m := range []string{"brops", "ingest", "lifecycle", "outbox-dispatcher", "operator"} {
+		got, err := moduleToolchain(context.Background(), filepath.Join("../../services", m))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != goLine {
+			t.Errorf("services/%s names toolchain %s, go.work requires %s", m, got, goLine)
+		}
+	}
+}
