@@ -93,6 +93,11 @@ func TestRunManager(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
+	// Without keep-alives every probe closes its own connection. A pooled client may dial a spare
+	// connection that it never sends a request on; net/http's Shutdown treats such a connection
+	// as active for 5 s, which is exactly the grace period below, and the manager then fails its
+	// shutdown (seen in CI: "failed waiting for all runnables to end within grace period").
+	httpc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	done := make(chan error, 1)
 	logs := &syncWriter{w: &bytes.Buffer{}}
 	defer func() {
@@ -106,7 +111,7 @@ func TestRunManager(t *testing.T) {
 	}()
 
 	waitFor(t, 60*time.Second, "readyz 200", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
+		resp, err := httpc.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -122,13 +127,13 @@ func TestRunManager(t *testing.T) {
 		return cond != nil && cond.Reason == "DeploymentNotFound"
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := http.Get("http://" + addr + path)
+		resp, err := httpc.Get("http://" + addr + path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s = %v, %v", path, resp, err)
 		}
 		_ = resp.Body.Close()
 	}
-	resp, err := http.Get("http://" + addr + "/metrics")
+	resp, err := httpc.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
