@@ -100,7 +100,7 @@ func (r *rows) effect(runID, attemptID, effectType, status string, ago time.Dura
 	r.t.Helper()
 	at := now.Add(-ago)
 	key := effectType + ":" + runID
-	var attempt, completed, started any
+	var attempt, completed, started, leaseOwner, leaseUntil any
 	if effectType != "github.check_run.create" {
 		attempt, key = attemptID, key+":"+attemptID
 	}
@@ -109,12 +109,23 @@ func (r *rows) effect(runID, attemptID, effectType, status string, ago time.Dura
 		completed = at
 	case "reconciliation_required":
 		started = at
+	case "leased":
+		leaseOwner, leaseUntil = "w", now.Add(time.Minute)
 	}
 	r.scan(&id, `INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, delivery_started_at,
-			release_run_id, execution_attempt_id, installation_id, created_at, updated_at)
-		VALUES ($1, $2, '{}', $3, $4, $5, $6, $7, 1, $8, $8) RETURNING id`,
-		effectType, key, status, completed, started, runID, attempt, at)
+			lease_owner, lease_expires_at, release_run_id, execution_attempt_id, installation_id, created_at, updated_at)
+		VALUES ($1, $2, '{}', $3, $4, $5, $6, $7, $8, $9, 1, $10, $10) RETURNING id`,
+		effectType, key, status, completed, started, leaseOwner, leaseUntil, runID, attempt, at)
 	return id
+}
+
+// workflowRun records the workflow run that attempt attemptID dispatched (the row that
+// execution_attempt_workflow_runs keeps per dispatched attempt).
+func (r *rows) workflowRun(attemptID string) string {
+	r.t.Helper()
+	r.exec(`INSERT INTO execution_attempt_workflow_runs (execution_attempt_id, workflow_run_url, updated_at)
+		VALUES ($1, 'https://github.example/octo-org/repo/actions/runs/1', now())`, attemptID)
+	return attemptID
 }
 
 // digest inserts the body digest of a delivery that is not in the inbox (an ignored event, or

@@ -96,18 +96,21 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 		}},
 		{"available and leased effects stay", defaults, func(r *rows) []probe {
 			run, att := r.run("dispatching", 0)
-			return []probe{{"control_plane_outbox", "id", r.effect(run, att, create, "available", 400*day), false}}
+			return []probe{{"control_plane_outbox", "id", r.effect(run, att, create, "available", 400*day), false},
+				{"control_plane_outbox", "id", r.effect(run, att, dispatch, "leased", 400*day), false}}
 		}},
-		{"finished run past its period goes with its attempts and effects", defaults, func(r *rows) []probe {
+		{"finished run past its period goes with its attempts, workflow run and effects", defaults, func(r *rows) []probe {
 			run, att := r.run("cancelled", 91*day)
 			a := r.effect(run, att, create, "completed", 91*day)
 			b := r.effect(run, att, dispatch, "completed", 3*day) // newer than its own period: goes with the run
 			return []probe{{"release_runs", "id", run, true}, {"execution_attempts", "id", att, true},
+				{"execution_attempt_workflow_runs", "execution_attempt_id", r.workflowRun(att), true},
 				{"control_plane_outbox", "id", a, true}, {"control_plane_outbox", "id", b, true}}
 		}},
 		{"finished run within its period stays", defaults, func(r *rows) []probe {
 			run, att := r.run("succeeded", 89*day)
-			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false}}
+			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},
+				{"execution_attempt_workflow_runs", "execution_attempt_id", r.workflowRun(att), false}}
 		}},
 		{"running run stays whatever its age", defaults, func(r *rows) []probe {
 			run, att := r.run("running", 400*day)
@@ -139,6 +142,36 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 			r.exec(`UPDATE control_plane_outbox SET superseded_by = $1 WHERE id = $2`, newEffect, oldEffect)
 			return []probe{{"control_plane_outbox", "id", newEffect, true}, {"control_plane_outbox", "id", oldEffect, true}}
 		}},
+	}
+	// Every state a run can be in before it finishes keeps the run and all it refers to, however
+	// old; and a finished run keeps them while one of its effects is still open (a check run's
+	// completion not yet delivered), though its own completed effects past their period go.
+	for _, status := range []string{"requested", "check_pending", "dispatching", "running", "blocked"} {
+		tests = append(tests, struct {
+			name    string
+			periods retention.Periods
+			build   func(r *rows) []probe
+		}{status + " run stays whatever its age, with its attempt, workflow run and completed effects", defaults, func(r *rows) []probe {
+			run, att := r.run(status, 0)
+			r.exec(`UPDATE release_runs SET created_at = $2, updated_at = $2 WHERE id = $1`, run, now.Add(-400*day))
+			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},
+				{"execution_attempt_workflow_runs", "execution_attempt_id", r.workflowRun(att), false},
+				{"control_plane_outbox", "id", r.effect(run, att, create, "completed", 400*day), false}}
+		}})
+	}
+	for _, open := range []string{"available", "leased"} {
+		tests = append(tests, struct {
+			name    string
+			periods retention.Periods
+			build   func(r *rows) []probe
+		}{"finished run with a " + open + " effect stays, with everything it refers to", defaults, func(r *rows) []probe {
+			run, att := r.run("succeeded", 400*day)
+			done := r.effect(run, att, create, "completed", 400*day)
+			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},
+				{"execution_attempt_workflow_runs", "execution_attempt_id", r.workflowRun(att), false},
+				{"control_plane_outbox", "id", r.effect(run, att, complete, open, 400*day), false},
+				{"control_plane_outbox", "id", done, true}}
+		}})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
