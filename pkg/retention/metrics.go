@@ -11,10 +11,17 @@ type Metrics struct {
 	Deleted       *prometheus.CounterVec
 	OldestExpired *prometheus.GaugeVec
 	LastPass      prometheus.Gauge
+	Passes        *prometheus.CounterVec
 	Leader        prometheus.Gauge
 	IndexBytes    *prometheus.GaugeVec
 	IndexBloat    *prometheus.GaugeVec
 }
+
+// The outcome label of boardreadyops_retention_passes_total.
+const (
+	PassCompleted = "completed"
+	PassFailed    = "failed"
+)
 
 // claimIndexes is the closed set of the index label (boardreadyops_retention_index_bloat()).
 var claimIndexes = []string{"control_plane_jobs_claim_idx", "control_plane_jobs_lease_idx",
@@ -31,6 +38,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Age in seconds of the oldest row past its retention period, by table; 0 when none."}, []string{"table"}),
 		LastPass: f.NewGauge(prometheus.GaugeOpts{Name: "boardreadyops_retention_last_pass_seconds",
 			Help: "Duration in seconds of this replica's last complete retention pass."}),
+		Passes: f.NewCounterVec(prometheus.CounterOpts{Name: "boardreadyops_retention_passes_total",
+			Help: "Retention passes this replica ran as the leader, by outcome: completed, or failed (a database error or the lease lost part way; the log says which)."},
+			[]string{"outcome"}),
 		Leader: f.NewGauge(prometheus.GaugeOpts{Name: "boardreadyops_retention_leader",
 			Help: "1 while this replica holds the retention lease, else 0."}),
 		IndexBytes: f.NewGaugeVec(prometheus.GaugeOpts{Name: "boardreadyops_claim_index_size_bytes",
@@ -42,6 +52,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, t := range Tables {
 		m.Deleted.WithLabelValues(t)
 		m.OldestExpired.WithLabelValues(t)
+	}
+	for _, o := range []string{PassCompleted, PassFailed} {
+		m.Passes.WithLabelValues(o)
 	}
 	for _, i := range claimIndexes {
 		m.IndexBytes.WithLabelValues(i)

@@ -110,12 +110,18 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		if s.acquire(ctx) && !time.Now().Before(nextPass) {
 			start := time.Now()
-			if _, err := s.pass(ctx); err != nil {
-				if ctx.Err() == nil {
-					s.cfg.Logger.Warn("retention pass failed", "error", err)
+			_, err := s.pass(ctx)
+			switch {
+			case err != nil && ctx.Err() != nil:
+				// Stopped part way: neither a failure nor a complete pass.
+			case err != nil:
+				s.cfg.Logger.Warn("retention pass failed", "error", err)
+				if s.cfg.Metrics != nil {
+					s.cfg.Metrics.Passes.WithLabelValues(PassFailed).Inc()
 				}
-			} else if s.cfg.Metrics != nil {
+			case s.cfg.Metrics != nil:
 				s.cfg.Metrics.LastPass.Set(time.Since(start).Seconds())
+				s.cfg.Metrics.Passes.WithLabelValues(PassCompleted).Inc()
 			}
 			nextPass = time.Now().Add(s.cfg.Interval)
 		}

@@ -123,6 +123,44 @@ func TestOldestExpiredGauge(t *testing.T) {
 	a.stop()
 }
 
+// TestPassMetrics: a complete pass sets the last-pass duration and counts as completed; a pass
+// the database refuses (an audit period under the function's one-year floor) counts as failed
+// and leaves the duration of the last complete pass alone.
+func TestPassMetrics(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		periods   retention.Periods
+		counted   string
+		lastPass  bool
+		uncounted string
+	}{
+		{"complete pass", defaults, retention.PassCompleted, true, retention.PassFailed},
+		{"refused pass", retention.Periods{Jobs: 7 * day, Audit: time.Hour}, retention.PassFailed, false, retention.PassCompleted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, store := newRows(t)
+			r.job("completed", 8*day)
+			a := start(t, r.pool, "only", store, tt.periods)
+			passes := a.metrics.Passes
+			eventually(t, tt.counted+" passes counted", func() bool { return testutil.ToFloat64(passes.WithLabelValues(tt.counted)) >= 2 })
+			a.stop()
+			if n := testutil.ToFloat64(passes.WithLabelValues(tt.uncounted)); n != 0 {
+				t.Errorf("%s passes = %v, want 0", tt.uncounted, n)
+			}
+			if got := testutil.ToFloat64(a.metrics.LastPass) > 0; got != tt.lastPass {
+				t.Errorf("last pass duration set = %v, want %v", got, tt.lastPass)
+			}
+			// The jobs class runs before the audit class: the refused pass still deleted the job.
+			if a.deleted.Load() != 1 {
+				t.Errorf("deleted %d rows, want 1", a.deleted.Load())
+			}
+		})
+	}
+}
+
 // TestSweepNeverMakesAClaimWait measures lock waits, not time.
 //
 // First, one batch of every table class is held open in a transaction (the longest any lock of
