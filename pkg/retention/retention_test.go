@@ -144,8 +144,11 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 		}},
 	}
 	// Every state a run can be in before it finishes keeps the run and all it refers to, however
-	// old; and a finished run keeps them while one of its effects is still open (a check run's
-	// completion not yet delivered), though its own completed effects past their period go.
+	// long ago it was created, and its completed effects however old (the row rules give an
+	// unfinished run no completed_at, so these cases pin the outcome, while the effects' check
+	// of the run's state is what the outbox probe exercises). A finished run keeps them while one
+	// of its effects is still open (a check run's update not yet delivered), though its own
+	// completed effects past their period go.
 	for _, status := range []string{"requested", "check_pending", "dispatching", "running", "blocked"} {
 		tests = append(tests, struct {
 			name    string
@@ -164,7 +167,7 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 			name    string
 			periods retention.Periods
 			build   func(r *rows) []probe
-		}{"finished run with a " + open + " effect stays, with everything it refers to", defaults, func(r *rows) []probe {
+		}{"finished run with an open (" + open + ") effect stays, with everything it refers to", defaults, func(r *rows) []probe {
 			run, att := r.run("succeeded", 400*day)
 			done := r.effect(run, att, create, "completed", 400*day)
 			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},

@@ -102,7 +102,8 @@ func (s *Service) Leader() bool { return s.leader.Load() }
 
 // Run works until ctx ends, then gives the lease up so that another replica takes over at once.
 // Every Lease/3 it tries to take or renew the lease; while it holds it, it runs a pass every
-// Interval. Database errors are logged and retried on the next tick.
+// Interval. A failed acquire is logged and tried again on the next tick; a failed pass is logged,
+// counted, and followed by the next one an Interval later.
 func (s *Service) Run(ctx context.Context) {
 	defer s.release()
 	tick := s.cfg.Lease / 3
@@ -136,23 +137,30 @@ func (s *Service) Run(ctx context.Context) {
 	}
 }
 
-// acquire takes or renews the lease and records the outcome.
+// acquire takes or renews the lease between passes, logging a failure.
 func (s *Service) acquire(ctx context.Context) bool {
+	held, err := s.renew(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("acquire retention lease failed", "error", err)
+	}
+	return held
+}
+
+// renew takes or renews the lease and records the outcome; a database error leaves this replica
+// without it.
+func (s *Service) renew(ctx context.Context) (bool, error) {
 	actx, cancel := context.WithTimeout(ctx, s.cfg.BatchTimeout)
 	defer cancel()
 	l, err := s.cfg.Store.Acquire(actx, s.pool, s.cfg.Owner, s.cfg.Lease)
 	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Warn("acquire retention lease failed", "error", err)
-		}
 		s.setLeader(false, "")
-		return false
+		return false, err
 	}
 	if l.Acquired {
 		s.renewed = time.Now()
 	}
 	s.setLeader(l.Acquired, l.Holder)
-	return l.Acquired
+	return l.Acquired, nil
 }
 
 func (s *Service) setLeader(leader bool, holder string) {
@@ -199,8 +207,12 @@ func (s *Service) pass(ctx context.Context) (map[string]int64, error) {
 			continue
 		}
 		for {
-			if time.Since(s.renewed) >= s.cfg.Lease/3 && !s.acquire(ctx) {
-				return deleted, errors.New("retention lease lost to another replica")
+			if time.Since(s.renewed) >= s.cfg.Lease/3 {
+				if held, err := s.renew(ctx); err != nil {
+					return deleted, fmt.Errorf("renew retention lease: %w", err)
+				} else if !held {
+					return deleted, errors.New("retention lease lost to another replica")
+				}
 			}
 			n, err := s.batch(ctx, table, period)
 			if errors.Is(err, sqlstate.ErrLeaseNotHeld) {

@@ -161,6 +161,62 @@ func TestPassMetrics(t *testing.T) {
 	}
 }
 
+// TestPassCutShortOrLost: a pass stopped by shutdown counts neither as completed nor as failed;
+// a pass whose lease another replica takes part way counts as failed. Each deletes one row (one
+// row a batch) before it ends.
+func TestPassCutShortOrLost(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		onBatch func(r *rows, cancel context.CancelFunc)
+		failed  float64
+	}{
+		{"shutdown during a pass", func(_ *rows, cancel context.CancelFunc) { cancel() }, 0},
+		{"lease taken during a pass", func(r *rows, _ context.CancelFunc) {
+			r.exec(`UPDATE retention_leases SET owner = 'thief', expires_at = $1`, now.Add(time.Hour))
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, store := newRows(t)
+			for range 3 {
+				r.job("completed", 8*day)
+			}
+			metrics := retention.NewMetrics(prometheus.NewRegistry())
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var batches atomic.Int64
+			svc, err := retention.New(r.pool, retention.Config{Owner: "only", Periods: defaults, BatchSize: 1,
+				BatchPause: 5 * time.Millisecond, Interval: time.Hour, Lease: time.Minute, Store: store, Metrics: metrics,
+				OnBatch: func(string, int64) {
+					if batches.Add(1) == 1 {
+						tt.onBatch(r, cancel)
+					}
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); svc.Run(ctx) }()
+			eventually(t, "the pass to end", func() bool {
+				return ctx.Err() != nil || testutil.ToFloat64(metrics.Passes.WithLabelValues(retention.PassFailed)) > 0
+			})
+			cancel()
+			<-done
+			if got := testutil.ToFloat64(metrics.Passes.WithLabelValues(retention.PassFailed)); got != tt.failed {
+				t.Errorf("failed passes = %v, want %v", got, tt.failed)
+			}
+			if got := testutil.ToFloat64(metrics.Passes.WithLabelValues(retention.PassCompleted)); got != 0 {
+				t.Errorf("completed passes = %v, want 0", got)
+			}
+			if testutil.ToFloat64(metrics.LastPass) != 0 || batches.Load() != 1 {
+				t.Errorf("last pass %v s after %d batches, want 0 s after 1", testutil.ToFloat64(metrics.LastPass), batches.Load())
+			}
+		})
+	}
+}
+
 // TestSweepNeverMakesAClaimWait measures lock waits, not time.
 //
 // First, one batch of every table class is held open in a transaction (the longest any lock of
