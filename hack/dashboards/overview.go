@@ -230,6 +230,12 @@ func retentionPanels() []panel {
 			},
 			rightAxis: &override{legend: "leaders", unit: "short", max: 2},
 		},
+		{
+			title:       "Retention passes, by outcome",
+			description: "Retention passes per minute that completed and that failed; failed passes with none completed for an hour is BoardReadyOpsRetentionPassesFailing (docs/operations.md, \"Runbook: retention behind\").",
+			unit:        "opm",
+			queries:     []query{{`60 * sum by (outcome) (` + rate(m("boardreadyops_retention_passes_total")) + `)`, "{{outcome}}"}},
+		},
 	}
 }
 
