@@ -25,6 +25,13 @@ const (
 	complete = "github.check_run.complete"
 )
 
+// expiryCase builds rows and says which of them a sweep at periods must delete.
+type expiryCase struct {
+	name    string
+	periods retention.Periods
+	build   func(r *rows) []probe
+}
+
 var defaults = retention.Periods{Jobs: 7 * day, Digests: 30 * day, Effects: 7 * day, ReleaseRuns: 90 * day}
 
 // TestDeletesExactlyWhatIsExpired builds every table in every state, on both sides of its
@@ -33,11 +40,7 @@ var defaults = retention.Periods{Jobs: 7 * day, Digests: 30 * day, Effects: 7 * 
 func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 	t.Parallel()
 	old, recent := 8*day, 6*day
-	tests := []struct {
-		name    string
-		periods retention.Periods
-		build   func(r *rows) []probe
-	}{
+	tests := []expiryCase{
 		{"completed job past its period goes with its inbox row", defaults, func(r *rows) []probe {
 			id := r.job("completed", old)
 			return []probe{{"webhook_inbox", "id", id, true}, {"control_plane_jobs", "inbox_id", id, true}}
@@ -150,11 +153,7 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 	// of its effects is still open (a check run's update not yet delivered), though its own
 	// completed effects past their period go.
 	for _, status := range []string{"requested", "check_pending", "dispatching", "running", "blocked"} {
-		tests = append(tests, struct {
-			name    string
-			periods retention.Periods
-			build   func(r *rows) []probe
-		}{status + " run stays whatever its age, with its attempt, workflow run and completed effects", defaults, func(r *rows) []probe {
+		tests = append(tests, expiryCase{status + " run stays whatever its age, with its attempt, workflow run and completed effects", defaults, func(r *rows) []probe {
 			run, att := r.run(status, 0)
 			r.exec(`UPDATE release_runs SET created_at = $2, updated_at = $2 WHERE id = $1`, run, now.Add(-400*day))
 			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},
@@ -163,11 +162,7 @@ func TestDeletesExactlyWhatIsExpired(t *testing.T) {
 		}})
 	}
 	for _, open := range []string{"available", "leased"} {
-		tests = append(tests, struct {
-			name    string
-			periods retention.Periods
-			build   func(r *rows) []probe
-		}{"finished run with an open (" + open + ") effect stays, with everything it refers to", defaults, func(r *rows) []probe {
+		tests = append(tests, expiryCase{"finished run with an open (" + open + ") effect stays, with everything it refers to", defaults, func(r *rows) []probe {
 			run, att := r.run("succeeded", 400*day)
 			done := r.effect(run, att, create, "completed", 400*day)
 			return []probe{{"release_runs", "id", run, false}, {"execution_attempts", "id", att, false},
