@@ -56,6 +56,13 @@ func runTests(m *testing.M) int {
 	return m.Run()
 }
 
+// probeClient is how the tests reach the servers they start and then stop. Without keep-alives
+// every request closes its own connection: a pooled client may dial a spare connection that it
+// never sends a request on, net/http's Shutdown treats such a connection as active for 5 s, and a
+// server stopped with a 5 s grace period then fails its shutdown (seen in CI: "failed waiting for
+// all runnables to end within grace period").
+var probeClient = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	addr, err := freeport.Addr()
@@ -93,11 +100,6 @@ func TestRunManager(t *testing.T) {
 	}
 
 	addr := freeAddr(t)
-	// Without keep-alives every probe closes its own connection. A pooled client may dial a spare
-	// connection that it never sends a request on; net/http's Shutdown treats such a connection
-	// as active for 5 s, which is exactly the grace period below, and the manager then fails its
-	// shutdown (seen in CI: "failed waiting for all runnables to end within grace period").
-	httpc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
 	done := make(chan error, 1)
 	logs := &syncWriter{w: &bytes.Buffer{}}
 	defer func() {
@@ -111,7 +113,7 @@ func TestRunManager(t *testing.T) {
 	}()
 
 	waitFor(t, 60*time.Second, "readyz 200", func() bool {
-		resp, err := httpc.Get("http://" + addr + "/readyz")
+		resp, err := probeClient.Get("http://" + addr + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -127,13 +129,13 @@ func TestRunManager(t *testing.T) {
 		return cond != nil && cond.Reason == "DeploymentNotFound"
 	})
 	for _, path := range []string{"/healthz", "/readyz"} {
-		resp, err := httpc.Get("http://" + addr + path)
+		resp, err := probeClient.Get("http://" + addr + path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("GET %s = %v, %v", path, resp, err)
 		}
 		_ = resp.Body.Close()
 	}
-	resp, err := httpc.Get("http://" + addr + "/metrics")
+	resp, err := probeClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

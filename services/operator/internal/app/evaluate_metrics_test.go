@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"io"
-	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -56,10 +55,7 @@ func TestEvaluateServesMetrics(t *testing.T) {
 
 func scrapeOperator(t *testing.T, addr string) map[string]float64 {
 	t.Helper()
-	// No keep-alives: a spare pooled connection would hold the server's shutdown for 5 s
-	// (TestRunManager).
-	c := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
-	resp, err := c.Get("http://" + addr + "/metrics")
+	resp, err := probeClient.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return nil // not listening yet
 	}
