@@ -285,7 +285,12 @@ BEGIN
                'completed_at', a.completed_at)) ORDER BY a.number), '[]'::jsonb)
     INTO v_attempts
     FROM (SELECT * FROM public.execution_attempts x WHERE x.release_run_id = run.id ORDER BY x.number DESC LIMIT 8) a
-    LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = a.id;
+    -- One primary-key probe per attempt (migration 00036): never a join that reads the table whole.
+    LEFT JOIN LATERAL (
+        SELECT r.workflow_run_url, r.workflow_run_attempt, r.started_at
+        FROM public.execution_attempt_workflow_runs r WHERE r.execution_attempt_id = a.id
+        LIMIT 1
+    ) w ON true;
 
     SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
     FROM public.control_plane_outbox o
