@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -84,13 +85,17 @@ func cpuNow(postmaster int) (self, server float64) {
 
 // drain runs a dispatcher with inFlight deliveries (one installation may use them all), batches
 // of 64 and a 10 ms claim fill until want effects are completed, and reads its claim latency.
+// BENCH_BATCH and BENCH_IN_FLIGHT override the batch and the deliveries in flight, to measure the
+// batch-size lever (hack/bench/compare.sh --env-b 'BENCH_BATCH=128 BENCH_IN_FLIGHT=512').
 func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, want int) benchResult {
 	b.Helper()
+	batch := envInt(b, "BENCH_BATCH", 64)
+	inFlight = envInt(b, "BENCH_IN_FLIGHT", inFlight)
 	reg, processed := prometheus.NewRegistry(), prometheus.NewRegistry()
 	// Unpaced: the queue machinery as measured before per-installation pacing (issue 21;
 	// hack/bench/pacing.sh measures pacing end to end).
 	d := newDispatcher(b, pool, dispatcher.Config{
-		WorkerID: "bench", Concurrency: inFlight, Unpaced: true, BatchSize: 64, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
+		WorkerID: "bench", Concurrency: inFlight, Unpaced: true, BatchSize: batch, ClaimFill: 10 * time.Millisecond, Lease: time.Minute,
 		PollInterval: 10 * time.Millisecond, Listen: false, MaxBackoff: time.Second, RecoverInterval: 5 * time.Second,
 		StatsInterval: time.Second, CheckRunName: "BoardReadyOps release", GitHub: gh, Metrics: dispatcher.NewMetrics(splitRegisterer{reg, processed}),
 	})
@@ -126,6 +131,20 @@ func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, wan
 	p50, p99 := claimQuantiles(b, reg)
 	return benchResult{effects: want, seconds: elapsed, claimP50ms: p50, claimP99ms: p99, completedAll: true,
 		selfCPU: self1 - self0, serverCPU: server1 - server0}
+}
+
+// envInt reads a positive integer setting of the benchmark, or def when it is unset.
+func envInt(b *testing.B, name string, def int) int {
+	b.Helper()
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
 }
 
 // splitRegisterer registers the dispatcher's processed-effects counter on a registry of its own
