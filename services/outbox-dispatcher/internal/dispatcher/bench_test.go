@@ -85,8 +85,9 @@ func cpuNow(postmaster int) (self, server float64) {
 
 // drain runs a dispatcher with inFlight deliveries (one installation may use them all), batches
 // of 64 and a 10 ms claim fill until want effects are completed, and reads its claim latency.
-// BENCH_BATCH and BENCH_IN_FLIGHT override the batch and the deliveries in flight, to measure the
-// batch-size lever (hack/bench/compare.sh --env-b 'BENCH_BATCH=128 BENCH_IN_FLIGHT=512').
+// BENCH_BATCH and BENCH_IN_FLIGHT override the batch and the deliveries in flight of both
+// benchmarks, to measure the batch-size lever (hack/bench/compare.sh --env-b 'BENCH_BATCH=128
+// BENCH_IN_FLIGHT=512').
 func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, want int) benchResult {
 	b.Helper()
 	batch := envInt(b, "BENCH_BATCH", 64)
