@@ -38,12 +38,20 @@ pgbench_db="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 bin/brops migrate up --database-url "$db" >/dev/null
 if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null; fi
 
-# pg_top_statements: the statements that used the most time (PG_STATEMENTS=1 runs).
+# pg_top_statements: the statements that used the most time (PG_STATEMENTS=1 runs), then those
+# that touched the most buffers. Under a saturated load the times are wall time (a statement
+# waiting for a core counts), the buffers are not: judge the cost of a statement by its buffers
+# per call and the count of calls.
 pg_top_statements() {
 	[[ -n "${PG_STATEMENTS:-}" ]] || return 0
 	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
+		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
 		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY total_exec_time DESC LIMIT 25"
+	psql "$db" -P pager=off -c "SELECT calls, shared_blks_hit + shared_blks_read AS buffers,
+		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call, rows,
+		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
+		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT 15"
 	if [[ "${1:-false}" == false ]]; then
 		psql "$db" -P pager=off -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
 			round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct FROM pg_stat_user_tables ORDER BY n_tup_upd DESC LIMIT 8"
