@@ -308,7 +308,11 @@ func (w *Worker) loadInbox(ctx context.Context, batch []jobs.Job) (map[int64]inb
 	for i, j := range batch {
 		ids[i] = j.InboxID
 	}
-	rows, err := w.pool.Query(ctx, `SELECT id, payload, received_at FROM webhook_inbox WHERE id = ANY($1)`, ids)
+	// Planned at every call (an unnamed statement), never from a cached plan: a plan cached while
+	// the inbox was a page or two (a new installation, the first minute of a load) is a sequential
+	// scan, and a connection would keep it as the inbox grew until autovacuum analyzed the table.
+	rows, err := w.pool.Query(ctx, `SELECT id, payload, received_at FROM webhook_inbox WHERE id = ANY($1)`,
+		pgx.QueryExecModeExec, ids)
 	if err != nil {
 		return nil, fmt.Errorf("read inbox rows: %w", err)
 	}

@@ -1,0 +1,90 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
+)
+
+// TestInboxReadIsPlannedForTheTableItReads: the worker reads a batch's inbox rows by primary key
+// however small the inbox was when the connection first ran the statement. As a prepared
+// statement its plan was cached from the sixth call: a sequential scan, planned while the inbox
+// held a page, kept as it grew (auto_explain of a 10,000-run load from an empty database: 444
+// buffers per call for 1.6 rows).
+func TestInboxReadIsPlannedForTheTableItReads(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	cfg := pgtest.NewPool(t).Config().Copy()
+	var mu sync.Mutex
+	var plans []string
+	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+			var pgErr *pgconn.PgError
+			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+				t.Skipf("auto_explain needs a superuser (the TEST_DATABASE_URL user is not): %v", err)
+			}
+			return err
+		}
+		_, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice`)
+		return err
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	b := &bundle{t: t, ctx: ctx, pool: pool, reg: prometheus.NewRegistry()}
+	b.withWorker(nil, func(c *worker.Config) { c.Listen, c.Concurrency = false, 1 })
+
+	// Ten batches of eight jobs while the inbox is a few pages: from its sixth run a cached
+	// statement would settle on its generic plan.
+	for i := range 10 {
+		for k := range 8 {
+			b.deliver(workflowRun("completed", int64(500+10*i+k), "success"))
+		}
+		b.drain()
+	}
+	// The inbox grows by a few thousand rows (ingest writes them; no job needed here).
+	if _, err := pool.Exec(ctx, `INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload, payload_sha256)
+		SELECT 'bulk-' || g, 'push', NULL, 1, 1, jsonb_build_object('pad', repeat('x', 400)), sha256(convert_to('bulk-' || g, 'UTF8'))
+		FROM generate_series(1, 5000) g`); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	plans = nil
+	mu.Unlock()
+	b.deliver(workflowRun("completed", 999, "success"))
+	if n := b.drain(); n != 1 {
+		t.Fatalf("drained %d jobs, want 1", n)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var read string
+	for _, p := range plans {
+		if strings.Contains(p, "FROM webhook_inbox WHERE id = ANY") {
+			read = p
+		}
+	}
+	if read == "" {
+		t.Fatalf("no plan of the inbox read among %d plans", len(plans))
+	}
+	if strings.Contains(read, "Seq Scan on webhook_inbox") {
+		t.Errorf("the inbox read scans the whole inbox:\n%s", read)
+	}
+}
