@@ -23,6 +23,8 @@ DECLARE
     v_known integer;
     v_url text;
     v_current boolean;
+    v_attempt_id uuid;
+    v_run_id uuid;
 BEGIN
     IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -35,9 +37,13 @@ BEGIN
     v_workflow_run_id := (i.payload -> 'workflow_run' ->> 'id')::bigint;
     v_conclusion := coalesce(nullif(i.payload -> 'workflow_run' ->> 'conclusion', ''), 'unknown');
 
+    -- The attempt by its workflow run id (unique), then both rows locked by primary key (00037).
+    SELECT a.id, a.release_run_id INTO v_attempt_id, v_run_id
+    FROM public.execution_attempts a WHERE a.workflow_run_id = v_workflow_run_id;
     SELECT a.* INTO att
     FROM public.execution_attempts a JOIN public.release_runs r ON r.id = a.release_run_id
-    WHERE a.workflow_run_id = v_workflow_run_id AND r.repository_id = i.repository_id
+    WHERE a.id = v_attempt_id AND r.id = v_run_id
+      AND a.workflow_run_id = v_workflow_run_id AND r.repository_id = i.repository_id
     FOR UPDATE OF r, a SKIP LOCKED;
     IF NOT FOUND THEN
         RETURN QUERY SELECT 'unmatched'::text, NULL::uuid, NULL::uuid, NULL::bigint;
