@@ -43,6 +43,7 @@ if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT
 # waiting for a core counts), the buffers are not: judge the cost of a statement by its buffers
 # per call and the count of calls.
 pg_top_statements() {
+	if [[ "${1:-false}" == false ]]; then pg_table_stats; fi
 	[[ -n "${PG_STATEMENTS:-}" ]] || return 0
 	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
 		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call,
@@ -52,10 +53,14 @@ pg_top_statements() {
 		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call, rows,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
 		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT 15"
-	if [[ "${1:-false}" == false ]]; then
-		psql "$db" -P pager=off -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
-			round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct FROM pg_stat_user_tables ORDER BY n_tup_upd DESC LIMIT 8"
-	fi
+}
+
+# pg_table_stats: rows written, HOT share and sequential scans per table. Rows read by
+# sequential scans of a growing table are the mark of a plan cached while it was small.
+pg_table_stats() {
+	psql "$db" -P pager=off -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+		round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct, seq_scan, seq_tup_read
+		FROM pg_stat_user_tables ORDER BY n_tup_upd + seq_tup_read DESC LIMIT 10"
 }
 
 # pg_wal_stats: WAL written and checkpoints since the server started (full-page images show
