@@ -66,6 +66,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_complete(p_id bigint, p_worker te
 CREATE FUNCTION public.boardreadyops_job_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);

@@ -274,6 +274,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_complete(p_
 CREATE FUNCTION public.boardreadyops_outbox_complete_check_run_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
@@ -1403,6 +1404,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_start_delivery(p_id bigint, p_
 CREATE FUNCTION public.boardreadyops_outbox_start_delivery_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
