@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Plans is a connection whose statements' plans — nested ones (inside functions) and generic
@@ -30,29 +31,71 @@ func NewPlans(tb testing.TB, dbURL string) *Plans {
 		tb.Fatal(err)
 	}
 	p := &Plans{}
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.plans = append(p.plans, n.Message)
-	}
+	cfg.OnNotice = p.collect
 	if p.Conn, err = pgx.ConnectConfig(ctx, cfg); err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { p.Conn.Close(context.Background()) })
-	if _, err := p.Conn.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
+	if err := explain(tb, ctx, p.Conn); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := p.Conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// NewPlansPool is NewPlans for a pool of at most maxConns connections, each reporting its plans,
+// with PostgreSQL's own choice between custom and generic plans (for code that caches them, as
+// the services' pools do).
+func NewPlansPool(tb testing.TB, dbURL string, maxConns int32) (*pgxpool.Pool, *Plans) {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(dbURL)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := &Plans{}
+	cfg.ConnConfig.OnNotice = p.collect
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return explain(tb, ctx, c) }
+	cfg.MaxConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pool.Close)
+	return pool, p
+}
+
+func (p *Plans) collect(_ *pgconn.PgConn, n *pgconn.Notice) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.plans = append(p.plans, n.Message)
+}
+
+// explain loads auto_explain on c, reporting every plan (nested ones included) as a NOTICE, or
+// skips the test when the user may not load it.
+func explain(tb testing.TB, ctx context.Context, c *pgx.Conn) error {
+	if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
 			tb.Skipf("auto_explain needs a superuser (the TEST_DATABASE_URL user is not): %v", err)
 		}
-		tb.Fatal(err)
+		return err
 	}
 	for _, s := range []string{`SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
-		`SET auto_explain.log_level = notice`, `SET plan_cache_mode = force_generic_plan`} {
-		if _, err := p.Conn.Exec(ctx, s); err != nil {
-			tb.Fatal(err)
+		`SET auto_explain.log_level = notice`} {
+		if _, err := c.Exec(ctx, s); err != nil {
+			return err
 		}
 	}
-	return p
+	return nil
+}
+
+// Reset forgets the plans captured so far.
+func (p *Plans) Reset() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.plans = nil
 }
 
 // Find returns the last captured plan containing node (e.g. "Update on control_plane_jobs"), or

@@ -2,14 +2,9 @@ package worker_test
 
 import (
 	"context"
-	"errors"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
@@ -24,31 +19,7 @@ import (
 func TestInboxReadIsPlannedForTheTableItReads(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := pgtest.NewPool(t).Config().Copy()
-	var mu sync.Mutex
-	var plans []string
-	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		defer mu.Unlock()
-		plans = append(plans, n.Message)
-	}
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
-			var pgErr *pgconn.PgError
-			if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-				t.Skipf("auto_explain needs a superuser (the TEST_DATABASE_URL user is not): %v", err)
-			}
-			return err
-		}
-		_, err := c.Exec(ctx, `SET auto_explain.log_min_duration = 0; SET auto_explain.log_level = notice`)
-		return err
-	}
-	cfg.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, plans := pgtest.NewPlansPool(t, pgtest.NewPool(t).Config().ConnString(), 1)
 	b := &bundle{t: t, ctx: ctx, pool: pool, reg: prometheus.NewRegistry()}
 	b.withWorker(nil, func(c *worker.Config) { c.Listen, c.Concurrency = false, 1 })
 
@@ -66,23 +37,14 @@ func TestInboxReadIsPlannedForTheTableItReads(t *testing.T) {
 		FROM generate_series(1, 5000) g`); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	plans = nil
-	mu.Unlock()
+	plans.Reset()
 	b.deliver(workflowRun("completed", 999, "success"))
 	if n := b.drain(); n != 1 {
 		t.Fatalf("drained %d jobs, want 1", n)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	var read string
-	for _, p := range plans {
-		if strings.Contains(p, "FROM webhook_inbox WHERE id = ANY") {
-			read = p
-		}
-	}
+	read, all := plans.Find("FROM webhook_inbox WHERE id = ANY")
 	if read == "" {
-		t.Fatalf("no plan of the inbox read among %d plans", len(plans))
+		t.Fatalf("no plan of the inbox read among %d plans", len(all))
 	}
 	if strings.Contains(read, "Seq Scan on webhook_inbox") {
 		t.Errorf("the inbox read scans the whole inbox:\n%s", read)
