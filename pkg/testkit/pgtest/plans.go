@@ -36,8 +36,8 @@ func NewPlans(tb testing.TB, dbURL string) *Plans {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { p.Conn.Close(context.Background()) })
-	if err := explain(tb, ctx, p.Conn); err != nil {
-		tb.Fatal(err)
+	if err := explain(ctx, p.Conn); err != nil {
+		skipOrFatal(tb, err)
 	}
 	if _, err := p.Conn.Exec(ctx, `SET plan_cache_mode = force_generic_plan`); err != nil {
 		tb.Fatal(err)
@@ -56,13 +56,18 @@ func NewPlansPool(tb testing.TB, dbURL string, maxConns int32) (*pgxpool.Pool, *
 	}
 	p := &Plans{}
 	cfg.ConnConfig.OnNotice = p.collect
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error { return explain(tb, ctx, c) }
+	cfg.AfterConnect = explain
 	cfg.MaxConns = maxConns
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	ctx := context.Background()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(pool.Close)
+	// A first connection here, on the test's goroutine: skip now rather than fail later.
+	if err := pool.Ping(ctx); err != nil {
+		skipOrFatal(tb, err)
+	}
 	return pool, p
 }
 
@@ -72,14 +77,9 @@ func (p *Plans) collect(_ *pgconn.PgConn, n *pgconn.Notice) {
 	p.plans = append(p.plans, n.Message)
 }
 
-// explain loads auto_explain on c, reporting every plan (nested ones included) as a NOTICE, or
-// skips the test when the user may not load it.
-func explain(tb testing.TB, ctx context.Context, c *pgx.Conn) error {
+// explain loads auto_explain on c, reporting every plan (nested ones included) as a NOTICE.
+func explain(ctx context.Context, c *pgx.Conn) error {
 	if _, err := c.Exec(ctx, `LOAD 'auto_explain'`); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42501" {
-			tb.Skipf("auto_explain needs a superuser (the TEST_DATABASE_URL user is not): %v", err)
-		}
 		return err
 	}
 	for _, s := range []string{`SET auto_explain.log_min_duration = 0`, `SET auto_explain.log_nested_statements = on`,
@@ -89,6 +89,17 @@ func explain(tb testing.TB, ctx context.Context, c *pgx.Conn) error {
 		}
 	}
 	return nil
+}
+
+// skipOrFatal skips the test when the user may not load auto_explain (a TEST_DATABASE_URL user
+// that is not a superuser), and fails it on any other error.
+func skipOrFatal(tb testing.TB, err error) {
+	tb.Helper()
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42501" {
+		tb.Skipf("auto_explain needs a superuser (the TEST_DATABASE_URL user is not): %v", err)
+	}
+	tb.Fatal(err)
 }
 
 // Reset forgets the plans captured so far.
