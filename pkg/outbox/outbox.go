@@ -267,7 +267,9 @@ func (s *Store) CompleteCollaboratorPermissionRead(ctx context.Context, db datab
 
 // Retry returns the effect to the queue at retryAt after a transient failure, or dead-letters it
 // when its attempts are exhausted; it returns the new status. For a workflow dispatch call it only
-// when the request provably never reached GitHub.
+// when the request provably never reached GitHub. A check-run update that a newer update of its
+// run replaced is completed as superseded instead (status completed): sent later, it would undo
+// the newer one.
 func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, errText string, retryAt time.Time) (string, error) {
 	var status string
 	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_retry($1, $2, $3, $4, $5)`,
@@ -278,7 +280,8 @@ func (s *Store) Retry(ctx context.Context, db database.DBTX, id int64, worker, e
 	return status, nil
 }
 
-// Defer returns a rate-limited effect to the queue at until without spending an attempt.
+// Defer returns a rate-limited effect to the queue at until without spending an attempt; a
+// check-run update that a newer one replaced is completed as superseded instead.
 func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker string, until time.Time, reason string) error {
 	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_defer($1, $2, $3, $4, $5)`,
 		id, worker, until, nullIfEmpty(reason), s.now())
@@ -288,7 +291,8 @@ func (s *Store) Defer(ctx context.Context, db database.DBTX, id int64, worker st
 	return nil
 }
 
-// Release gives a leased effect back without spending an attempt (shutdown before delivery).
+// Release gives a leased effect back without spending an attempt (shutdown before delivery); a
+// check-run update that a newer one replaced is completed as superseded instead.
 func (s *Store) Release(ctx context.Context, db database.DBTX, id int64, worker string) error {
 	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_release($1, $2, $3)`, id, worker, s.now())
 	if err != nil {
@@ -326,7 +330,8 @@ type Recovered struct {
 }
 
 // RecoverLeases moves up to limit expired leases on: a started dispatch to
-// reconciliation_required, anything else to available (or dead_letter when exhausted).
+// reconciliation_required, a check-run update that a newer update of its run replaced to completed
+// (superseded), anything else to available (or dead_letter when exhausted).
 func (s *Store) RecoverLeases(ctx context.Context, db database.DBTX, limit int) ([]Recovered, error) {
 	rows, err := db.Query(ctx, `SELECT id, effect_type, previous_owner, status
 		FROM boardreadyops_outbox_recover_leases($1, $2)`, s.now(), limit)

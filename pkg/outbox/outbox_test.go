@@ -707,3 +707,87 @@ func BenchmarkScanEffect(b *testing.B) {
 		}
 	}
 }
+
+// TestOlderCheckRunUpdateNeverSentAfterNewer: a check-run update in flight when its run moves on
+// (a newer update enqueued) never goes back to the queue, whichever way it would: its lease
+// expires (the dispatcher died, or a restore brought the lease back), a rate limit defers it, its
+// worker releases it, or it fails. Sent after the newer one it would put a finished release's
+// check run back in progress for good. Without a newer update each way returns it to the queue.
+func TestOlderCheckRunUpdateNeverSentAfterNewer(t *testing.T) {
+	t.Parallel()
+	ways := []struct {
+		name string
+		// back tries to return the leased update id (held by "w-old") to the queue.
+		back func(t *testing.T, ctx context.Context, b *bundle, id int64)
+	}{
+		{"lease expired", func(t *testing.T, ctx context.Context, b *bundle, id int64) {
+			b.clock.Advance(2 * time.Minute) // past the one-minute lease
+			if _, err := b.store.RecoverLeases(ctx, b.pool, 100); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"deferred by a rate limit", func(t *testing.T, ctx context.Context, b *bundle, id int64) {
+			if err := b.store.Defer(ctx, b.pool, id, "w-old", b.clock.Now().Add(time.Minute), "rate limited"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"released", func(t *testing.T, ctx context.Context, b *bundle, id int64) {
+			if err := b.store.Release(ctx, b.pool, id, "w-old"); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"retried", func(t *testing.T, ctx context.Context, b *bundle, id int64) {
+			if _, err := b.store.Retry(ctx, b.pool, id, "w-old", "502 bad gateway", b.clock.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, way := range ways {
+		for _, newer := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/newer update %v", way.name, newer), func(t *testing.T) {
+				t.Parallel()
+				ctx, b := setup(t)
+				r := createRun(t, ctx, b)
+				if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET check_run_id = 555 WHERE id = $1`, r.ID); err != nil {
+					t.Fatal(err)
+				}
+				update := func(state string) int64 {
+					var id int64
+					if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
+						r.ID, state, b.clock.Now()).Scan(&id); err != nil {
+						t.Fatal(err)
+					}
+					return id
+				}
+				older := update("running")
+				claimOne(t, ctx, b, "w-old", older)
+				var newest int64
+				if newer {
+					newest = update("succeeded")
+				}
+				way.back(t, ctx, b, older)
+
+				if !newer {
+					wantStatus(t, ctx, b, older, outbox.StatusAvailable)
+					return
+				}
+				e := wantStatus(t, ctx, b, older, outbox.StatusCompleted)
+				if e.SupersededBy == nil || *e.SupersededBy != newest {
+					t.Fatalf("superseded_by %v, want %d", deref(e.SupersededBy), newest)
+				}
+				if !strings.Contains(string(e.Result), `"superseded"`) {
+					t.Fatalf("result %s does not say superseded", e.Result)
+				}
+				// Only the newest state is left to send.
+				b.clock.Advance(2 * time.Hour)
+				claimed, err := b.store.Claim(ctx, b.pool, "w-new", 10, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(claimed) != 1 || claimed[0].ID != newest {
+					t.Fatalf("claimed %+v, want only the newest update %d", claimed, newest)
+				}
+			})
+		}
+	}
+}

@@ -578,6 +578,9 @@ BEGIN
         RAISE EXCEPTION 'defer time must be set and at most 2 hours ahead, got %', p_until USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    IF public.boardreadyops_outbox_supersede_check_run_update(r, coalesce(p_reason, 'deferred'), v_now) THEN
+        RETURN;
+    END IF;
     UPDATE public.control_plane_outbox
     SET status = 'available', available_at = greatest(p_until, v_now),
         attempts = greatest(r.attempts - 1, 0),
@@ -914,6 +917,19 @@ $$;
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_lock_leased(p_id bigint, p_worker text, p_effect_type text) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_newer_check_run_update(bigint, uuid)
+CREATE FUNCTION public.boardreadyops_outbox_newer_check_run_update(p_id bigint, p_release_run_id uuid) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    SELECT max(n.id) FROM public.control_plane_outbox n
+    WHERE n.release_run_id = p_release_run_id AND n.effect_type = 'github.check_run.complete' AND n.id > p_id
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_newer_check_run_update(p_id bigint, p_release_run_id uuid)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_newer_check_run_update(p_id bigint, p_release_run_id uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_newer_check_run_update(p_id bigint, p_release_run_id uuid) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_pause_dispatches(bigint, text, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_pause_dispatches(p_installation_id bigint, p_operator text, p_reason text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1032,24 +1048,35 @@ BEGIN
         RAISE EXCEPTION 'recovery limit must be between 1 and 10000, got %', p_limit USING ERRCODE = '22023';
     END IF;
     FOR rec IN
-    WITH expired AS (
+    WITH locked AS (
         SELECT o.id, o.lease_owner,
-               CASE
-                   WHEN o.effect_type = 'github.workflow.dispatch' AND o.delivery_started_at IS NOT NULL
-                       THEN 'reconciliation_required'
-                   WHEN o.attempts >= o.max_attempts THEN 'dead_letter'
-                   ELSE 'available'
-               END AS next_status
+               CASE WHEN o.effect_type = 'github.check_run.complete'
+                    THEN public.boardreadyops_outbox_newer_check_run_update(o.id, o.release_run_id) END AS newer
         FROM public.control_plane_outbox o
         WHERE o.status = 'leased' AND o.lease_expires_at <= v_now
         ORDER BY o.lease_expires_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        SELECT l.id, l.lease_owner, l.newer,
+               CASE
+                   WHEN o.effect_type = 'github.workflow.dispatch' AND o.delivery_started_at IS NOT NULL
+                       THEN 'reconciliation_required'
+                   -- A newer update of the run's check run exists: sending this one would undo it.
+                   WHEN l.newer IS NOT NULL THEN 'completed'
+                   WHEN o.attempts >= o.max_attempts THEN 'dead_letter'
+                   ELSE 'available'
+               END AS next_status
+        FROM locked l JOIN public.control_plane_outbox o ON o.id = l.id
     )
     UPDATE public.control_plane_outbox o
     SET status = e.next_status,
         available_at = CASE WHEN e.next_status = 'available' THEN v_now ELSE o.available_at END,
-        delivery_started_at = CASE WHEN e.next_status = 'reconciliation_required' THEN o.delivery_started_at END,
+        delivery_started_at = CASE WHEN e.next_status IN ('reconciliation_required', 'completed') THEN o.delivery_started_at END,
+        completed_at = CASE WHEN e.next_status = 'completed' THEN v_now ELSE o.completed_at END,
+        superseded_by = CASE WHEN e.next_status = 'completed' THEN e.newer ELSE o.superseded_by END,
+        result = CASE WHEN e.next_status = 'completed'
+                      THEN jsonb_build_object('resolution', 'superseded', 'superseded_by', e.newer) ELSE o.result END,
         lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(format('lease of worker %s expired at %s%s; %s',
                                  e.lease_owner, o.lease_expires_at,
@@ -1057,6 +1084,7 @@ BEGIN
                                       THEN format(' after delivery started at %s', o.delivery_started_at) ELSE '' END,
                                  CASE e.next_status
                                       WHEN 'reconciliation_required' THEN 'the dispatch may have reached GitHub'
+                                      WHEN 'completed' THEN format('superseded by the newer check-run update %s, not sent again', e.newer)
                                       WHEN 'dead_letter' THEN format('attempts exhausted (%s of %s)', o.attempts, o.max_attempts)
                                       ELSE 'returned to the queue' END), 4096),
         updated_at = v_now
@@ -1091,6 +1119,9 @@ BEGIN
     IF r.effect_type = 'github.workflow.dispatch' AND r.delivery_started_at IS NOT NULL THEN
         RAISE EXCEPTION 'outbox record %: a workflow dispatch whose delivery started cannot be released', p_id
             USING ERRCODE = 'BR003', HINT = 'complete it, or require reconciliation';
+    END IF;
+    IF public.boardreadyops_outbox_supersede_check_run_update(r, 'released by worker ' || p_worker, v_now) THEN
+        RETURN;
     END IF;
     UPDATE public.control_plane_outbox
     SET status = 'available', available_at = v_now, attempts = greatest(r.attempts - 1, 0),
@@ -1446,6 +1477,35 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with ti
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone) TO boardreadyops_operator;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_supersede_check_run_update(public.control_plane_outbox, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_supersede_check_run_update(r public.control_plane_outbox, p_reason text, p_now timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_newer bigint;
+BEGIN
+    IF r.effect_type <> 'github.check_run.complete' THEN
+        RETURN false;
+    END IF;
+    v_newer := public.boardreadyops_outbox_newer_check_run_update(r.id, r.release_run_id);
+    IF v_newer IS NULL THEN
+        RETURN false;
+    END IF;
+    UPDATE public.control_plane_outbox o
+    SET status = 'completed', completed_at = p_now, lease_owner = NULL, lease_expires_at = NULL,
+        superseded_by = v_newer, result = jsonb_build_object('resolution', 'superseded', 'superseded_by', v_newer),
+        last_error = left(format('%s; superseded by the newer check-run update %s, not sent again', p_reason, v_newer), 4096),
+        updated_at = p_now
+    WHERE o.id = r.id;
+    RETURN true;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_supersede_check_run_update(r public.control_plane_outbox, p_reason text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_supersede_check_run_update(r public.control_plane_outbox, p_reason text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_supersede_check_run_update(r public.control_plane_outbox, p_reason text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_validate_row(text, text, integer, jsonb, text, integer, integer, text, timestamp with time zone, timestamp with time zone, timestamp with time zone, text, jsonb, uuid, uuid, bigint, text)
 CREATE FUNCTION public.boardreadyops_outbox_validate_row(p_effect_type text, p_idempotency_key text, p_generation integer, p_payload jsonb, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_delivery_started_at timestamp with time zone, p_completed_at timestamp with time zone, p_last_error text, p_result jsonb, p_release_run_id uuid, p_execution_attempt_id uuid, p_installation_id bigint, p_traceparent text) RETURNS boolean

@@ -428,7 +428,8 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 	d := e.dispatcher(10 * time.Second)
 	e.runUntil(d, func() bool { return e.statuses()["github.workflow.dispatch/reconciliation_required"] == 1 })
 	allowed := map[string]map[string]bool{
-		"state": {"available": true, "leased": true, "retrying": true, "dead_letter": true, "reconciliation_required": true},
+		"state": {"available": true, "leased": true, "retrying": true, "dead_letter": true, "reconciliation_required": true,
+			"completed": true}, // leases_recovered_total: a check-run update a newer one replaced
 		"effect_type": {"github.check_run.create": true, "github.workflow.dispatch": true, "github.check_run.complete": true, "github.workflow_run.read": true,
 			"github.collaborator_permission.read": true},
 		"outcome":      {"completed": true, "retried": true, "deferred": true, "dead_letter": true, "reconciliation_required": true, "lease_lost": true, "store_failed": true},

@@ -49,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
 			Help: "Expired outbox leases recovered, by the state they moved to."},
-		RecoveredStates: []string{outbox.StatusAvailable, outbox.StatusDeadLetter, outbox.StatusReconciliationRequired},
+		RecoveredStates: []string{outbox.StatusAvailable, outbox.StatusDeadLetter, outbox.StatusReconciliationRequired, outbox.StatusCompleted},
 	})
 	if err != nil {
 		panic(err) // the configuration above is fixed
