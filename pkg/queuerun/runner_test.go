@@ -85,12 +85,6 @@ func TestRunnerBackground(t *testing.T) {
 		t.Fatal("no wake-up when the listener connected")
 	}
 	<-statsRead
-	if got := testutil.ToFloat64(m.States.WithLabelValues("available")); got != 2 {
-		t.Fatalf("available gauge %v after the first statistics, want 2", got)
-	}
-	if got := testutil.ToFloat64(m.States.WithLabelValues("leased")); got != 1 {
-		t.Fatalf("leased gauge %v after the first statistics, want 1", got)
-	}
 	byWait := map[time.Duration]fakeTimer{}
 	for range 2 {
 		tm := <-timers.started
@@ -99,6 +93,17 @@ func TestRunnerBackground(t *testing.T) {
 	recovery, ok := byWait[10*time.Second]
 	if !ok {
 		t.Fatalf("timers %v: none for the recovery interval", byWait)
+	}
+	// The statistics task starts its next timer once it has set the gauges (Read returns
+	// before they are set).
+	if _, ok := byWait[20*time.Second]; !ok {
+		t.Fatalf("timers %v: none for the statistics interval", byWait)
+	}
+	if got := testutil.ToFloat64(m.States.WithLabelValues("available")); got != 2 {
+		t.Fatalf("available gauge %v after the first statistics, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.States.WithLabelValues("leased")); got != 1 {
+		t.Fatalf("leased gauge %v after the first statistics, want 1", got)
 	}
 
 	now = now.Add(2 * time.Minute) // the lease of the dead worker has expired
