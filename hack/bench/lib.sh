@@ -55,11 +55,13 @@ pg_top_statements() {
 		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT 15"
 }
 
-# pg_table_stats: rows written, HOT share and sequential scans per table. Rows read by
-# sequential scans of a growing table are the mark of a plan cached while it was small.
+# pg_table_stats: rows written, HOT share, sequential scans, dead rows and autovacuum runs per
+# table. Rows read by sequential scans of a growing table are the mark of a plan cached while it
+# was small; dead rows a queue's claim index still points at slow its claims until a vacuum.
 pg_table_stats() {
 	psql "$db" -P pager=off -c "SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd,
-		round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct, seq_scan, seq_tup_read
+		round(100.0 * n_tup_hot_upd / nullif(n_tup_upd, 0)) AS hot_pct, seq_scan, seq_tup_read,
+		n_dead_tup, autovacuum_count AS autovacuums, autoanalyze_count AS autoanalyzes
 		FROM pg_stat_user_tables ORDER BY n_tup_upd + seq_tup_read DESC LIMIT 10"
 }
 
