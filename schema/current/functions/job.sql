@@ -6,6 +6,7 @@
 CREATE FUNCTION public.boardreadyops_job_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_jobs
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);

@@ -90,6 +90,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_block_installation(p_installat
 CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
@@ -138,6 +139,7 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit i
 CREATE FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.

@@ -1,0 +1,131 @@
+package migrate_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+// TestClaimsPlannedPerCall: a claim reads about the rows it takes, in the claim index's order,
+// however few rows its table had when the connection first claimed (migration 00040). The plan
+// PL/pgSQL may cache from a claim's sixth call is generic: planned while the queue held a few
+// rows it read every available row (a bitmap scan of the claim index), probed each one's
+// installation limits and sorted them, to take eight. In a 20,000-run burst whose dispatcher
+// connections had cached it, a claim read 10,000 buffers instead of 465, and the burst ran at
+// 252–283 runs/s instead of 333–377.
+func TestClaimsPlannedPerCall(t *testing.T) {
+	t.Parallel()
+	const take, claims, backlog = 8, 5, 3000
+	// fill adds n due rows to the queue whose claim is measured; from is the first row's number.
+	outbox := func(t *testing.T, conn *pgx.Conn, from, n int) {
+		t.Helper()
+		if _, err := conn.Exec(context.Background(), `
+			WITH a AS (
+				INSERT INTO execution_attempts (release_run_id, number)
+				SELECT (SELECT id FROM release_runs), g FROM generate_series($1::int, $1 + $2 - 1) g RETURNING id, release_run_id
+			)
+			INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, execution_attempt_id,
+				installation_id, available_at)
+			SELECT 'github.check_run.complete', 'github.check_run.complete:' || a.release_run_id || ':' || a.id, '{}',
+				a.release_run_id, a.id, 1, now() - interval '1 minute' FROM a`, from, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobs := func(t *testing.T, conn *pgx.Conn, from, n int) {
+		t.Helper()
+		if _, err := conn.Exec(context.Background(), `SELECT boardreadyops_webhook_accept('d-' || g, 'push', NULL, 1, 1,
+			'{"event": "push"}', sha256(convert_to('d-' || g, 'UTF8')), NULL) FROM generate_series($1::int, $1 + $2 - 1) g`,
+			from, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name, fn, table, claim string
+		fill                   func(t *testing.T, conn *pgx.Conn, from, n int)
+		// perRow bounds the rows a claim may read per row it takes: the pick and the update,
+		// and the rows claimed before it that it steps over; the paced claim picks among four
+		// times its limit.
+		perRow int
+	}{
+		{"outbox", "boardreadyops_outbox_claim", "control_plane_outbox",
+			`SELECT id FROM boardreadyops_outbox_claim('w', $1, '1 minute')`, outbox, 4},
+		{"outbox paced", "boardreadyops_outbox_claim_paced", "control_plane_outbox",
+			`SELECT id FROM boardreadyops_outbox_claim_paced('w', $1, '1 minute', 1000, '0')`, outbox, 8},
+		{"jobs", "boardreadyops_job_claim", "control_plane_jobs",
+			`SELECT id FROM boardreadyops_job_claim('w', $1, '1 minute')`, jobs, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := pgtest.NewPool(t)
+			if _, err := pool.Exec(ctx, `
+				ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
+				ALTER TABLE control_plane_jobs SET (autovacuum_enabled = false);
+				INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+				INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
+				INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+				VALUES (1, 1, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'running')`); err != nil {
+				t.Fatal(err)
+			}
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Release()
+			claim := func(q interface {
+				Query(context.Context, string, ...any) (pgx.Rows, error)
+			}) {
+				t.Helper()
+				rows, err := q.Query(ctx, tt.claim, take)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids, err := pgx.CollectRows(rows, pgx.RowTo[int64]); err != nil || len(ids) != take {
+					t.Fatalf("claimed %d (%v), want %d", len(ids), err, take)
+				}
+			}
+			// Ten claims while the queue is a few rows: the connection settles its plan.
+			tt.fill(t, conn.Conn(), 1, 10*take+take)
+			if _, err := conn.Exec(ctx, `ANALYZE `+tt.table); err != nil {
+				t.Fatal(err)
+			}
+			for range 10 {
+				claim(conn)
+			}
+			tt.fill(t, conn.Conn(), 20*take, backlog)
+
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			fetched := func() int {
+				var n int
+				if err := tx.QueryRow(ctx, `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
+					WHERE relname = $1`, tt.table).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				return n
+			}
+			before := fetched()
+			for range claims {
+				claim(tx)
+			}
+			if n, most := fetched()-before, claims*take*tt.perRow; n > most {
+				t.Errorf("%d claims of %d from a backlog of %d read %d rows of %s, want at most %d", claims, take, backlog, n, tt.table, most)
+			}
+			var config []string
+			if err := pool.QueryRow(ctx, `SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE proname = $1`, tt.fn).Scan(&config); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Contains(config, "plan_cache_mode=force_custom_plan") {
+				t.Errorf("%s runs with %v, want plan_cache_mode=force_custom_plan", tt.fn, config)
+			}
+		})
+	}
+}
