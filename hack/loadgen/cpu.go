@@ -61,7 +61,36 @@ func formatCPU(cpu map[string]float64, wall float64, runs int) string {
 		total += cpu[n]
 	}
 	fmt.Fprintf(&b, "total %.2f ms per run", perRunMs(total, runs))
+	if r, ok := postgresPerServiceCPU(cpu); ok {
+		fmt.Fprintf(&b, "; PostgreSQL per service CPU %.2f", r)
+	}
 	return b.String()
+}
+
+// services are the product's processes, whose code per release run is the same from one run of
+// the load to the next.
+var services = []string{"ingest", "lifecycle", "outbox-dispatcher"}
+
+// postgresPerServiceCPU is PostgreSQL's CPU over the three services' CPU. The machine's noise (a
+// neighbour, a slower core) scales both alike and cancels; a change in PostgreSQL's work per run,
+// such as a worse plan, does not.
+func postgresPerServiceCPU(cpu map[string]float64) (float64, bool) {
+	pg, ok := cpu["postgres"]
+	if !ok {
+		return 0, false
+	}
+	sum := 0.0
+	for _, n := range services {
+		v, ok := cpu[n]
+		if !ok {
+			return 0, false
+		}
+		sum += v
+	}
+	if sum <= 0 {
+		return 0, false
+	}
+	return pg / sum, true
 }
 
 // perRunMs is CPU seconds per release run, in milliseconds.

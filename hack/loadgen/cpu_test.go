@@ -1,0 +1,34 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPostgresPerServiceCPU(t *testing.T) {
+	t.Parallel()
+	all := map[string]float64{"ingest": 25.5, "lifecycle": 22, "outbox-dispatcher": 28.5, "githubsim": 30, "postgres": 179.1}
+	tests := []struct {
+		name string
+		cpu  map[string]float64
+		want float64
+		ok   bool
+	}{
+		{"the three services, not the simulator", all, 179.1 / 76, true},
+		{"no PostgreSQL", map[string]float64{"ingest": 1, "lifecycle": 1, "outbox-dispatcher": 1}, 0, false},
+		{"a service missing", map[string]float64{"ingest": 1, "lifecycle": 1, "postgres": 3}, 0, false},
+		{"no service CPU", map[string]float64{"ingest": 0, "lifecycle": 0, "outbox-dispatcher": 0, "postgres": 3}, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, ok := postgresPerServiceCPU(tt.cpu)
+			if ok != tt.ok || (ok && (got-tt.want > 1e-9 || tt.want-got > 1e-9)) {
+				t.Fatalf("got %v %v, want %v %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+	if s := formatCPU(all, 149.2, 50000); !strings.HasSuffix(s, "; PostgreSQL per service CPU 2.36") {
+		t.Fatalf("formatCPU: %s", s)
+	}
+}
