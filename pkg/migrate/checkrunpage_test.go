@@ -87,3 +87,15 @@ func seqScans(t *testing.T, tx pgx.Tx, table string) int {
 	}
 	return n
 }
+
+// rowsRead is the rows of table this transaction has read so far, by sequential and index scans
+// (pg_stat_xact_user_tables: the transaction's own counts).
+func rowsRead(t *testing.T, tx pgx.Tx, table string) int {
+	t.Helper()
+	var n int
+	if err := tx.QueryRow(context.Background(), `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
+		WHERE relname = $1`, table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}

@@ -104,19 +104,11 @@ func TestClaimsPlannedPerCall(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			fetched := func() int {
-				var n int
-				if err := tx.QueryRow(ctx, `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-					WHERE relname = $1`, tt.table).Scan(&n); err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-			before := fetched()
+			before := rowsRead(t, tx, tt.table)
 			for range claims {
 				claim(tx)
 			}
-			if n, most := fetched()-before, claims*take*tt.perRow; n > most {
+			if n, most := rowsRead(t, tx, tt.table)-before, claims*take*tt.perRow; n > most {
 				t.Errorf("%d claims of %d from a backlog of %d read %d rows of %s, want at most %d", claims, take, backlog, n, tt.table, most)
 			}
 			var config []string

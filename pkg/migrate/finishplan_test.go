@@ -67,15 +67,7 @@ func TestAttemptFinishReadsOneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	fetched := func() int {
-		var n int
-		if err := tx.QueryRow(ctx, `SELECT coalesce(sum(seq_tup_read + idx_tup_fetch), 0) FROM pg_stat_xact_user_tables
-			WHERE relname = 'release_runs'`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	before := fetched()
+	before := rowsRead(t, tx, "release_runs")
 	// More calls than PL/pgSQL's five custom plans: the later ones run the cached generic plan.
 	for _, job := range jobs {
 		var outcome string
@@ -86,7 +78,7 @@ func TestAttemptFinishReadsOneRun(t *testing.T) {
 	}
 	// The run is read a few times per completion (found, updated, its check-run update enqueued),
 	// each by primary key.
-	if n := fetched() - before; n > 10*calls {
+	if n := rowsRead(t, tx, "release_runs") - before; n > 10*calls {
 		t.Errorf("%d release_runs rows read for %d completions, want at most %d (by primary key)", n, calls, 10*calls)
 	}
 	var succeeded int
