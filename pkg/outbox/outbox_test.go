@@ -775,8 +775,8 @@ func TestOlderCheckRunUpdateNeverSentAfterNewer(t *testing.T) {
 				if e.SupersededBy == nil || *e.SupersededBy != newest {
 					t.Fatalf("superseded_by %v, want %d", deref(e.SupersededBy), newest)
 				}
-				if !strings.Contains(string(e.Result), `"superseded"`) {
-					t.Fatalf("result %s does not say superseded", e.Result)
+				if !strings.Contains(string(e.Result), fmt.Sprintf(`"resolution": "superseded", "superseded_by": %d`, newest)) {
+					t.Fatalf("result %s does not name the update that superseded it", e.Result)
 				}
 				// Only the newest state is left to send.
 				b.clock.Advance(2 * time.Hour)

@@ -1374,15 +1374,7 @@ BEGIN
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     v_status := CASE WHEN r.attempts >= r.max_attempts THEN 'dead_letter' ELSE 'available' END;
     -- A check-run update that a newer one replaced is not sent again: it would undo the newer.
-    IF r.effect_type = 'github.check_run.complete' AND EXISTS (
-        SELECT 1 FROM public.control_plane_outbox o
-        WHERE o.release_run_id = r.release_run_id AND o.effect_type = 'github.check_run.complete' AND o.id > r.id) THEN
-        UPDATE public.control_plane_outbox o
-        SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
-            superseded_by = (SELECT max(n.id) FROM public.control_plane_outbox n
-                             WHERE n.release_run_id = r.release_run_id AND n.effect_type = 'github.check_run.complete'),
-            result = jsonb_build_object('resolution', 'superseded'), last_error = left(p_error, 4096), updated_at = v_now
-        WHERE o.id = p_id;
+    IF public.boardreadyops_outbox_supersede_check_run_update(r, p_error, v_now) THEN
         RETURN 'completed';
     END IF;
     UPDATE public.control_plane_outbox
