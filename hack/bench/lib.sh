@@ -41,18 +41,18 @@ if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT
 # pg_top_statements: the statements that used the most time (PG_STATEMENTS=1 runs), then those
 # that touched the most buffers. Under a saturated load the times are wall time (a statement
 # waiting for a core counts), the buffers are not: judge the cost of a statement by its buffers
-# per call and the count of calls.
+# per call and the count of calls. PG_TOP=n lists n statements in each (default 25 and 15).
 pg_top_statements() {
 	if [[ "${1:-false}" == false ]]; then pg_table_stats; fi
 	[[ -n "${PG_STATEMENTS:-}" ]] || return 0
 	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
 		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
-		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY total_exec_time DESC LIMIT 25"
+		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY total_exec_time DESC LIMIT ${PG_TOP:-25}"
 	psql "$db" -P pager=off -c "SELECT calls, shared_blks_hit + shared_blks_read AS buffers,
 		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call, rows,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
-		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT 15"
+		FROM pg_stat_statements WHERE toplevel = ${1:-false} ORDER BY shared_blks_hit + shared_blks_read DESC LIMIT ${PG_TOP:-15}"
 }
 
 # pg_table_stats: rows written, HOT share, sequential scans, dead rows and autovacuum runs per
