@@ -18,6 +18,9 @@
 # default_query_exec_mode=exec and LISTEN is off (polling); loadgen, migrations and pgbench stay
 # direct. --listen off turns LISTEN off on a direct run too, the fair comparison
 # (hack/bench/pooler.sh runs both alternately).
+#
+# E2E_DISPATCHER_CONCURRENCY (64), E2E_DISPATCHER_BATCH (64) and E2E_LIFECYCLE_CONCURRENCY (4) set
+# the services' batching; the load tool prints what it bought, effects and jobs per claim.
 runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
 while (($#)); do
 	case "$1" in
@@ -57,15 +60,15 @@ bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-
 pids+=($!); githubsim_pid=$!
 LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=16 bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!
-METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 bin/lifecycle >"$work/lifecycle.log" 2>&1 &
+METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 BOARDREADYOPS_LIFECYCLE_CONCURRENCY=${E2E_LIFECYCLE_CONCURRENCY:-4} bin/lifecycle >"$work/lifecycle.log" 2>&1 &
 pids+=($!); lifecycle_pid=$!
-METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=16 BOARDREADYOPS_DISPATCHER_CONCURRENCY=64 BOARDREADYOPS_DISPATCHER_BATCH_SIZE=64 \
+METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=16 BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
 	BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
 pids+=($!); dispatcher_pid=$!
 for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
-	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics \
+	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
 	--pgbench-database-url "$pgbench_db" ${LOADGEN_JSON:+--json}
 pg_wal_stats

@@ -38,6 +38,8 @@ type e2eResult struct {
 	ToCompleted     [3]float64         `json:"accepted_to_check_run_completed_ms_p50_p95_p99"`
 	ClaimP50ms      float64            `json:"claim_p50_ms"`
 	ClaimP99ms      float64            `json:"claim_p99_ms"`
+	EffectsPerClaim float64            `json:"effects_per_dispatcher_claim"`
+	JobsPerClaim    float64            `json:"jobs_per_lifecycle_claim"`
 	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
 	CPUSeconds      map[string]float64 `json:"cpu_seconds"`
 	CPUPerRunMs     map[string]float64 `json:"cpu_ms_per_run"`
@@ -56,7 +58,8 @@ func runE2E(args []string) error {
 	installations := fs.Int("installations", 10, "installations the repositories are spread over")
 	rate := fs.Float64("rate", 0, "pushes per second (0: as fast as the senders go)")
 	concurrency := fs.Int("concurrency", 16, "concurrent senders")
-	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URL (claim latency)")
+	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URL (claim latency, effects per claim)")
+	lifecycleMetrics := fs.String("lifecycle-metrics", "", "lifecycle /metrics URL (jobs per claim)")
 	pids := fs.String("pids", "", "name=pid,… of the services whose peak RSS to report")
 	pgbenchURL := fs.String("pgbench-database-url", "", "when set, pgbench -N -c 8 -j 2 on this database after the run")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
@@ -160,6 +163,10 @@ func runE2E(args []string) error {
 	}
 	if *dispatcherMetrics != "" {
 		res.ClaimP50ms, res.ClaimP99ms = scrapeClaimQuantiles(*dispatcherMetrics)
+		res.EffectsPerClaim = perClaim(*dispatcherMetrics, "boardreadyops_outbox_effects_processed_total", "boardreadyops_outbox_claim_duration_seconds")
+	}
+	if *lifecycleMetrics != "" {
+		res.JobsPerClaim = perClaim(*lifecycleMetrics, "boardreadyops_lifecycle_jobs_processed_total", "boardreadyops_lifecycle_claim_duration_seconds")
 	}
 	res.PeakRSSMiB = peakRSS(*pids)
 	if *pgbenchURL != "" {
@@ -176,6 +183,7 @@ func runE2E(args []string) error {
 	fmt.Printf("accepted → dispatched         p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToDispatch[0], res.ToDispatch[1], res.ToDispatch[2])
 	fmt.Printf("accepted → check run complete p50 %.0f ms  p95 %.0f ms  p99 %.0f ms\n", res.ToCompleted[0], res.ToCompleted[1], res.ToCompleted[2])
 	fmt.Printf("dispatcher claim latency p50 <= %.1f ms, p99 <= %.1f ms; peak RSS MiB %v\n", res.ClaimP50ms, res.ClaimP99ms, res.PeakRSSMiB)
+	fmt.Printf("per claim, empty claims included: %.1f effects (dispatcher), %.1f jobs (lifecycle)\n", res.EffectsPerClaim, res.JobsPerClaim)
 	fmt.Printf("CPU seconds used %s\n", formatCPU(res.CPUSeconds, res.Seconds, res.ReleaseRuns))
 	fmt.Printf("not terminal %d, attempts without exactly one completed dispatch %d", res.NotTerminal, res.ExactlyOnceFail)
 	if res.PgbenchTPS > 0 {
@@ -275,6 +283,18 @@ func scrapeCounter(url, prefix string) float64 {
 }
 
 var bucketLine = regexp.MustCompile(`^boardreadyops_outbox_claim_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)`)
+
+// perClaim is the count of a processed-items counter (every label) over the count of a claim
+// latency histogram (every claim, the empty ones too): how many items one claim brought on
+// average. Each claim and each batch completion has a fixed cost, so this is what the batching
+// settings buy; -1 when the metrics cannot be read.
+func perClaim(url, processed, claimHistogram string) float64 {
+	items, claims := scrapeSum(url, processed, ""), scrapeCounter(url, claimHistogram+"_count ")
+	if items < 0 || claims <= 0 {
+		return -1
+	}
+	return items / claims
+}
 
 // scrapeClaimQuantiles reads the dispatcher's claim latency histogram and returns the p50 and p99
 // upper bucket bounds in milliseconds.
