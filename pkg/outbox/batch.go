@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -39,25 +38,13 @@ func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, work
 	})
 }
 
-// QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch, preceded in the same
-// transaction by the run's page (boardreadyops_outbox_record_workflow_run) when GitHub returned
-// one, so that the check-run update the completion enqueues links to it. done is called once.
+// QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch with the run's page GitHub
+// returned ("" when none), so that the check-run update the completion enqueues links to it: one
+// statement (boardreadyops_outbox_complete_workflow_dispatch_with_run, migration 00042).
 func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, workflowRunURL string, done func(error)) {
-	var once sync.Once
-	report := func(err error) { once.Do(func() { done(err) }) }
-	if workflowRunURL != "" {
-		b.Queue(`SELECT 1 FROM boardreadyops_outbox_record_workflow_run($1, $2, $3, $4)`, id, worker, workflowRunURL, s.now()).QueryRow(func(row pgx.Row) error {
-			var one int
-			if err := row.Scan(&one); err != nil {
-				err = fmt.Errorf("record workflow run of dispatch %d: %w", id, sqlstate.Classify(err))
-				report(err)
-				return err
-			}
-			return nil
-		})
-	}
-	queueVoid(b, "complete workflow dispatch", id, report,
-		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`, id, worker, workflowRunID, s.now())
+	queueVoid(b, "complete workflow dispatch", id, done,
+		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch_with_run($1, $2, $3, $4, $5)`,
+		id, worker, workflowRunID, nullIfEmpty(workflowRunURL), s.now())
 }
 
 // QueueCompleteWorkflowRunRead queues CompleteWorkflowRunRead.

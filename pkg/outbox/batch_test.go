@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,5 +188,55 @@ func TestScanEffectMatchesColumns(t *testing.T) {
 	}
 	if byPos.SupersededBy == nil || byPos.LastError == nil || byPos.Traceparent == nil || byPos.ExecutionAttemptID == nil {
 		t.Fatalf("a nullable column was not read: %+v", byPos)
+	}
+}
+
+// A workflow dispatch completes in one statement that also links the run's page (migration
+// 00042): the check-run update it enqueues points at the page, and a page that is not an
+// http(s) address, or is too long to store, is left out without failing the completion.
+func TestQueuedDispatchCompletionLinksItsRunInOneStatement(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, page, want string
+	}{
+		{"the page GitHub returned", "https://github.com/acme/widgets/actions/runs/77", "https://github.com/acme/widgets/actions/runs/77"},
+		{"no page", "", ""},
+		{"not a web address", "javascript:alert(1)", ""},
+		{"too long to store", "https://github.com/" + strings.Repeat("a", 1024), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, b, c, tr := setupCommitter(t)
+			r := createRun(t, ctx, b)
+			dispatch := dispatchFor(t, ctx, b, r)
+			claimOne(t, ctx, b, "w1", dispatch)
+			if _, err := b.store.StartDelivery(ctx, b.pool, dispatch, "w1"); err != nil {
+				t.Fatal(err)
+			}
+			errs := c.CommitTogether(func(batch *groupcommit.Batch, report func(error)) {
+				b.store.QueueCompleteWorkflowDispatch(batch, dispatch, "w1", 31337, tt.page, report)
+			})
+			if errs[0] != nil {
+				t.Fatalf("completion: %v", errs[0])
+			}
+			wantStatus(t, ctx, b, dispatch, outbox.StatusCompleted)
+			if got, want := tr.Functions(), "[[boardreadyops_outbox_complete_workflow_dispatch_with_run]]"; got != want {
+				t.Fatalf("batches %s, want %s", got, want)
+			}
+			var stored, linked string
+			var started bool
+			if err := b.pool.QueryRow(ctx, `
+				SELECT coalesce(w.workflow_run_url, ''), w.started_at IS NOT NULL,
+				       coalesce((SELECT o.payload->>'details_url' FROM control_plane_outbox o
+				                 WHERE o.release_run_id = $1 AND o.effect_type = 'github.check_run.complete'
+				                 ORDER BY o.id DESC LIMIT 1), '')
+				FROM execution_attempt_workflow_runs w WHERE w.execution_attempt_id = $2`, r.ID, r.AttemptID).Scan(&stored, &started, &linked); err != nil {
+				t.Fatal(err)
+			}
+			if stored != tt.want || linked != tt.want || !started {
+				t.Fatalf("page stored %q, linked by the running update %q, started %v; want %q", stored, linked, started, tt.want)
+			}
+		})
 	}
 }

@@ -200,7 +200,7 @@ func (s *Store) CompleteCheckRunCreate(ctx context.Context, db database.DBTX, id
 // CompleteWorkflowDispatch persists the workflow run GitHub created and advances the attempt and
 // the run. When they cannot advance (sqlstate.ErrCannotAdvance) nothing completes.
 func (s *Store) CompleteWorkflowDispatch(ctx context.Context, db database.DBTX, id int64, worker string, workflowRunID int64) error {
-	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_complete_workflow_dispatch($1, $2, $3, $4)`,
+	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_complete_workflow_dispatch_with_run($1, $2, $3, NULL, $4)`,
 		id, worker, workflowRunID, s.now())
 	if err != nil {
 		return fmt.Errorf("complete workflow dispatch %d: %w", id, sqlstate.Classify(err))

@@ -7,6 +7,16 @@ CREATE FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN
+    PERFORM public.boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, NULL::text, p_now);
+END;
+$$;
+
+-- FUNCTION boardreadyops_outbox_advance_dispatched_attempt(public.control_plane_outbox, bigint, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
 DECLARE
     run public.release_runs;
     att public.execution_attempts;
@@ -31,9 +41,12 @@ BEGIN
     SET status = 'running', workflow_run_id = p_workflow_run_id, dispatched_at = p_now, updated_at = p_now
     WHERE id = att.id;
     UPDATE public.release_runs SET status = 'running', updated_at = p_now WHERE id = run.id;
-    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_attempt, started_at, updated_at)
-    VALUES (att.id, 1, p_now, p_now)
-    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE SET started_at = coalesce(w.started_at, p_now), updated_at = p_now;
+    -- The run's page (NULL: none usable) in the same row write as its start.
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, started_at, updated_at)
+    VALUES (att.id, p_workflow_run_url, 1, p_now, p_now)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE
+    SET workflow_run_url = coalesce(EXCLUDED.workflow_run_url, w.workflow_run_url),
+        started_at = coalesce(w.started_at, p_now), updated_at = p_now;
     PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'running', NULL, r.traceparent, p_now);
 END;
 $$;
@@ -41,6 +54,10 @@ $$;
 -- ACL FUNCTION boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- ACL FUNCTION boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_advance_dispatched_attempt(r public.control_plane_outbox, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_block_installation(bigint, timestamp with time zone, interval, interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_block_installation(p_installation_id bigint, p_until timestamp with time zone, p_backoff interval, p_max_backoff interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS timestamp with time zone
@@ -442,6 +459,21 @@ CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigi
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+BEGIN
+    PERFORM public.boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id, p_worker, p_workflow_run_id, NULL::text, p_now);
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_outbox_complete_workflow_dispatch_with_run(bigint, text, bigint, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id bigint, p_worker text, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     r public.control_plane_outbox;
@@ -450,7 +482,9 @@ BEGIN
     IF r.delivery_started_at IS NULL THEN
         RAISE EXCEPTION 'outbox record %: delivery was never started', p_id USING ERRCODE = 'BR003';
     END IF;
-    PERFORM public.boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id, v_now);
+    -- A page that is not a web address, or too long to store, is nothing usable to link to.
+    PERFORM public.boardreadyops_outbox_advance_dispatched_attempt(r, p_workflow_run_id,
+        CASE WHEN p_workflow_run_url ~ '^https?://' AND length(p_workflow_run_url) <= 1024 THEN p_workflow_run_url END, v_now);
     UPDATE public.control_plane_outbox
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('workflow_run_id', p_workflow_run_id), last_error = NULL, updated_at = v_now
@@ -458,10 +492,10 @@ BEGIN
 END;
 $$;
 
--- ACL FUNCTION boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone)
-REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_dispatcher;
-GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch(p_id bigint, p_worker text, p_workflow_run_id bigint, p_now timestamp with time zone) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id bigint, p_worker text, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id bigint, p_worker text, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id bigint, p_worker text, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_workflow_dispatch_with_run(p_id bigint, p_worker text, p_workflow_run_id bigint, p_workflow_run_url text, p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_outbox_complete_workflow_run_read(bigint, text, text, text, integer, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_complete_workflow_run_read(p_id bigint, p_worker text, p_status text, p_conclusion text, p_run_attempt integer, p_html_url text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
