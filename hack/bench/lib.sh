@@ -45,6 +45,9 @@ if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT
 pg_top_statements() {
 	if [[ "${1:-false}" == false ]]; then pg_table_stats; fi
 	[[ -n "${PG_STATEMENTS:-}" ]] || return 0
+	psql "$db" -Atc "SELECT format('%s statements: %s calls, %s buffers', CASE WHEN ${1:-false} THEN 'top-level' ELSE 'nested' END,
+		sum(calls), sum(shared_blks_hit + shared_blks_read)) FROM pg_stat_statements
+		WHERE toplevel = ${1:-false} AND dbid = (SELECT oid FROM pg_database WHERE datname = current_database())"
 	psql "$db" -P pager=off -c "SELECT calls, round(total_exec_time) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
 		round((shared_blks_hit + shared_blks_read)::numeric / nullif(calls, 0), 1) AS bufs_per_call,
 		left(regexp_replace(query, '\s+', ' ', 'g'), 110) AS query
