@@ -41,6 +41,7 @@ func run() error {
 	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
 	retain := flag.Int("retain-finished", 0, "keep at most this many finished check runs and workflow runs, forgetting the oldest (0: all, as GitHub); for runs of millions")
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
+	senders := flag.Int("webhook-senders", 8, "webhooks sent at once (GitHub sends many deliveries concurrently)")
 	var limits githubsim.Limits
 	flag.IntVar(&limits.Budget, "budget", 0, "primary budget of each installation per hour, reported in x-ratelimit headers (0: unlimited)")
 	flag.IntVar(&limits.MaxConcurrent, "max-concurrent", 0, "secondary limit: requests in flight per installation (0: none)")
@@ -50,6 +51,9 @@ func run() error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	if *appID <= 0 || *keyFile == "" {
 		return errors.New("--app-id and --app-key-file are required")
+	}
+	if *senders < 1 || *senders > 1024 {
+		return errors.New("--webhook-senders must be 1..1024")
 	}
 	keyPEM, err := os.ReadFile(*keyFile)
 	if err != nil {
@@ -68,7 +72,7 @@ func run() error {
 		secret = []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	}
 	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, WebhookURL: *webhookURL,
-		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, Logger: logger}
+		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, WebhookSenders: *senders, Logger: logger}
 	if *failTags != "" {
 		var mu sync.Mutex
 		seen := map[string]bool{}
