@@ -93,3 +93,54 @@ func TestNewWakerRejectsAPollIntervalThatIsNotPositive(t *testing.T) {
 		}
 	}
 }
+
+// One Wake ends one of several sleeps; the others sleep on until the next Wake or their poll
+// interval. A loop whose claim was running when the Wake came takes it as well as a sleeper
+// would, once: whoever looks first.
+func TestWakerWakesOneSleeper(t *testing.T) {
+	t.Parallel()
+	w, timers := testWaker(t, time.Minute)
+	ctx := context.Background()
+	const sleepers = 3
+	woken := make(chan bool, sleepers)
+	var fires []fakeTimer
+	for range sleepers {
+		ch := w.Next()
+		go func() { woken <- w.Sleep(ctx, ch) }()
+		fires = append(fires, <-timers.started)
+	}
+	w.Wake()
+	if !<-woken {
+		t.Fatal("the first sleep to end was not the wake-up's")
+	}
+	select {
+	case got := <-woken:
+		t.Fatalf("a second sleep ended (woken %v) after one Wake", got)
+	case <-time.After(100 * time.Millisecond):
+	}
+	w.Wake()
+	if !<-woken {
+		t.Fatal("the second Wake did not end a second sleep")
+	}
+	for _, f := range fires {
+		f.fire <- time.Now()
+	}
+	if <-woken {
+		t.Fatal("the last sleep ended by a wake-up nobody sent")
+	}
+
+	// A loop that took its channel before a claim the Wake overlapped looks again at once; a
+	// second look at the same Wake does not.
+	running := w.Next()
+	w.Wake()
+	go func() { woken <- w.Sleep(ctx, running) }()
+	<-timers.started
+	if !<-woken {
+		t.Fatal("a Wake during the claim was lost")
+	}
+	go func() { woken <- w.Sleep(ctx, running) }()
+	(<-timers.started).fire <- time.Now()
+	if <-woken {
+		t.Fatal("one Wake ended two sleeps")
+	}
+}

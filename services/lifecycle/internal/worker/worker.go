@@ -183,7 +183,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// Wake makes every idle loop look for work now.
+// Wake makes one idle loop look for work now.
 func (w *Worker) Wake() { w.run.Wake() }
 
 func (w *Worker) loop(ctx context.Context) {
@@ -200,6 +200,9 @@ func (w *Worker) loop(ctx context.Context) {
 		if len(batch) == 0 {
 			w.run.Sleep(ctx, wake)
 			continue
+		}
+		if len(batch) == w.cfg.BatchSize {
+			w.run.Wake() // a whole batch: there may be more, for another loop to claim meanwhile
 		}
 		// A claimed batch is finished even when shutdown begins: within its lease, not ctx.
 		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.Lease)

@@ -298,6 +298,56 @@ func TestNotificationWakesIdleWorker(t *testing.T) {
 	}
 }
 
+// A notification wakes one idle loop, not all of them: each woken loop claims, and an empty
+// claim is a statement and a transaction for nothing. Four idle loops, one job, one
+// notification: the job's claim and the empty claim after it, where waking every loop made five.
+func TestNotificationWakesOneLoop(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	idle := func(c *worker.Config) { c.PollInterval, c.Concurrency = time.Minute, 4 }
+	b := setup(t, idle)
+	b.metricsReg = reg
+	b.withWorker(nil, idle)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	go func() { _ = b.worker.Run(ctx) }()
+	claims := func() uint64 {
+		t.Helper()
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == "boardreadyops_lifecycle_claim_duration_seconds" {
+				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+			}
+		}
+		return 0
+	}
+	// Idle: every loop has made its first, empty claim and sleeps for a minute.
+	deadline := time.Now().Add(20 * time.Second)
+	for claims() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claims, want the four loops' first", claims())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let the loops LISTEN and sleep
+	before := claims()
+	job := b.deliver(pushTag("v4.1.0", sha))
+	b.exec(`SELECT pg_notify('boardreadyops_jobs', '')`)
+	for b.jobStatus(job) != "completed" {
+		if time.Now().After(deadline) {
+			t.Fatal("idle worker was not woken by the notification")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // the claim after the job, and any a woken loop would make
+	if got := claims() - before; got != 2 {
+		t.Fatalf("%d claims for one notification of one job, want 2 (the job's and the empty one after it)", got)
+	}
+}
+
 // New installations and repositories are recorded before a batch (in id order, committed at
 // once), idempotently; a name the schema refuses is skipped, not fatal.
 func TestPrepareRecordsNewRepositoriesOnce(t *testing.T) {
