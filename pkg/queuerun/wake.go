@@ -26,6 +26,8 @@ import (
 // running when the Wake came (its Sleep returns at once, since it took its channel from Next
 // before the claim). Tickets do not pile up beyond one: a loop that is not sleeping claims again
 // after its batch anyway.
+// A loop whose claim fails after it took a ticket passes it on with Wake before it backs off:
+// the work it was woken for is another loop's to claim meanwhile.
 type Waker struct {
 	poll      time.Duration
 	broadcast *notify.Waker
@@ -93,7 +95,7 @@ func (w *Waker) Sleep(ctx context.Context, wake <-chan struct{}) bool {
 
 // Listen calls Wake on every NOTIFY on channel until ctx ends, over a dedicated connection
 // configured by cfg (pkg/notify: a lost connection is re-established with backoff while the
-// loops poll, and every (re)connect wakes them once, since notifications may have been missed).
+// loops poll, and every (re)connect wakes a loop, since notifications may have been missed).
 func (w *Waker) Listen(ctx context.Context, cfg *pgx.ConnConfig, channel string, logger *slog.Logger) {
 	notify.Listen(ctx, cfg, channel, w.Wake, logger)
 }

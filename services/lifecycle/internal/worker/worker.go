@@ -187,6 +187,7 @@ func (w *Worker) Run(ctx context.Context) error {
 func (w *Worker) Wake() { w.run.Wake() }
 
 func (w *Worker) loop(ctx context.Context) {
+	woken := false // this loop took a wake-up's ticket (queuerun.Waker) and has not claimed since
 	for ctx.Err() == nil {
 		wake := w.run.Next() // taken before the claim, so a wake-up during it is not lost
 		batch, err := w.run.Claim(ctx, w.claim)
@@ -194,11 +195,16 @@ func (w *Worker) loop(ctx context.Context) {
 			if ctx.Err() == nil {
 				w.logger.Warn("claim jobs failed", "error", err)
 			}
+			if woken {
+				w.run.Wake() // the work it was woken for is another loop's while this one backs off
+			}
+			woken = false
 			w.run.Sleep(ctx, nil)
 			continue
 		}
+		woken = false
 		if len(batch) == 0 {
-			w.run.Sleep(ctx, wake)
+			woken = w.run.Sleep(ctx, wake)
 			continue
 		}
 		if len(batch) == w.cfg.BatchSize {

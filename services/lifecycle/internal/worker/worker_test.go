@@ -311,19 +311,7 @@ func TestNotificationWakesOneLoop(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()
 	go func() { _ = b.worker.Run(ctx) }()
-	claims := func() uint64 {
-		t.Helper()
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() == "boardreadyops_lifecycle_claim_duration_seconds" {
-				return mf.GetMetric()[0].GetHistogram().GetSampleCount()
-			}
-		}
-		return 0
-	}
+	claims := func() uint64 { return claimCount(t, reg) }
 	// Idle: every loop has made its first, empty claim and sleeps for a minute.
 	deadline := time.Now().Add(20 * time.Second)
 	for claims() < 4 {
@@ -345,6 +333,44 @@ func TestNotificationWakesOneLoop(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the claim after the job, and any a woken loop would make
 	if got := claims() - before; got != 2 {
 		t.Fatalf("%d claims for one notification of one job, want 2 (the job's and the empty one after it)", got)
+	}
+}
+
+// A loop that took a notification's wake-up and cannot claim (the database refuses the claim)
+// passes the wake-up on before it backs off for its poll interval, so that the other idle loops
+// try at once rather than a minute later: four loops, four failed claims, not one.
+func TestFailedClaimPassesTheWakeUpOn(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	idle := func(c *worker.Config) { c.PollInterval, c.Concurrency = time.Minute, 4 }
+	b := setup(t, idle)
+	b.metricsReg = reg
+	b.withWorker(nil, idle)
+	ctx, cancel := context.WithCancel(b.ctx)
+	defer cancel()
+	go func() { _ = b.worker.Run(ctx) }()
+	claims := func() uint64 { return claimCount(t, reg) }
+	deadline := time.Now().Add(20 * time.Second)
+	for claims() < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d claims, want the four loops' first", claims())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond) // let the loops LISTEN and sleep
+	before := claims()
+	b.exec(`ALTER FUNCTION boardreadyops_job_claim(text, integer, interval, timestamptz) RENAME TO boardreadyops_job_claim_gone`)
+	b.deliver(pushTag("v4.2.0", sha))
+	b.exec(`SELECT pg_notify('boardreadyops_jobs', '')`)
+	for claims()-before < 4 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d failed claims after one notification, want one per loop", claims()-before)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if got := claims() - before; got != 4 {
+		t.Fatalf("%d failed claims after one notification, want 4 (each loop once, then its back-off)", got)
 	}
 }
 
@@ -372,4 +398,20 @@ func TestPrepareRecordsNewRepositoriesOnce(t *testing.T) {
 	if err := b.pool.QueryRow(b.ctx, `SELECT account_type FROM installations WHERE id = 77`).Scan(&accountType); err != nil || accountType != "User" {
 		t.Fatalf("installation 77: %q %v", accountType, err)
 	}
+}
+
+// claimCount is the number of claims (the empty and failed ones too) the worker whose metrics are
+// on reg has made.
+func claimCount(t *testing.T, reg *prometheus.Registry) uint64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "boardreadyops_lifecycle_claim_duration_seconds" {
+			return mf.GetMetric()[0].GetHistogram().GetSampleCount()
+		}
+	}
+	return 0
 }
