@@ -145,8 +145,8 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 		"db boardreadyops_webhook_accept": "boardreadyops-ingest", "db boardreadyops_release_run_create_from_push": "boardreadyops-lifecycle",
 		"db boardreadyops_outbox_start_delivery": "boardreadyops-outbox-dispatcher",
 		// group-committed calls, spanned in the delivery's trace by the dispatcher
-		"db boardreadyops_outbox_complete_check_run_create":  "boardreadyops-outbox-dispatcher",
-		"db boardreadyops_outbox_complete_workflow_dispatch": "boardreadyops-outbox-dispatcher",
+		"db boardreadyops_outbox_complete_check_run_create":           "boardreadyops-outbox-dispatcher",
+		"db boardreadyops_outbox_complete_workflow_dispatch_with_run": "boardreadyops-outbox-dispatcher",
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {

@@ -135,7 +135,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 		if err != nil {
 			return d.failed(ctx, e, err, false)
 		}
-		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch_with_run", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, run.ID, run.HTMLURL, report)
 		}))
 		runID := run.ID
