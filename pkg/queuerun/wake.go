@@ -19,13 +19,14 @@ import (
 // a transaction whether it finds work or not. Woken all at once by every notification, four idle
 // lifecycle loops made three empty claims for each one that found a job: at 150 release runs/s a
 // claim brought 0.9 jobs on average and PostgreSQL spent 7.5 ms per run (docs/performance.md).
-// A loop that claims a whole batch wakes another (the runner's loop does it), so a backlog still
-// gets every loop.
+// A loop that claims a whole batch wakes another (the lifecycle's loops do; the dispatcher has
+// one loop), so a backlog still gets every loop.
 //
 // A Wake is a ticket that the first loop to look takes: a sleeper, or a loop whose claim was
 // running when the Wake came (its Sleep returns at once, since it took its channel from Next
 // before the claim). Tickets do not pile up beyond one: a loop that is not sleeping claims again
 // after its batch anyway.
+//
 // A loop whose claim fails after it took a ticket passes it on with Wake before it backs off:
 // the work it was woken for is another loop's to claim meanwhile.
 type Waker struct {
