@@ -6,14 +6,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // TestBatchCompletionPlannedPerCall: the jobs' batch completion finds its rows by primary key
-// after the table has grown, however small it was when the connection first ran it (migration
-// 00038). Before 00038 the connection kept the sequential scan it cached from its sixth call
-// while the table was a page.
+// after the table has grown, however small it was when the connection first ran it. Before
+// migration 00038 the connection kept the sequential scan it cached from its sixth call while the
+// table was a page; 00038 planned it per call; since 00043 it keeps one generic plan with
+// sequential and bitmap scans disabled (without them: 10 sequential scans here).
 func TestBatchCompletionPlannedPerCall(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,7 +62,7 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	before := seqScans(t, tx, "control_plane_jobs")
+	before, beforeRows := seqScans(t, tx, "control_plane_jobs"), rowsRead(t, tx, "control_plane_jobs")
 	for range 5 {
 		rows, err := tx.Query(ctx, `SELECT id FROM boardreadyops_job_claim('w', 8, '1 minute')`)
 		if err != nil {
@@ -77,16 +79,103 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 	if scans := seqScans(t, tx, "control_plane_jobs") - before; scans != 0 {
 		t.Errorf("%d sequential scans of control_plane_jobs (5,080 rows) for 5 batch completions, want 0", scans)
 	}
+	// Nor an index that reads more than the batch: each claim reads about its rows, each
+	// completion its eight by primary key.
+	if n, most := rowsRead(t, tx, "control_plane_jobs")-beforeRows, 5*8*(4+2); n > most {
+		t.Errorf("5 claims and batch completions of 8 read %d rows of control_plane_jobs, want at most %d", n, most)
+	}
 
-	// The outbox's batch transitions are planned per call the same way.
-	for _, fn := range []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
-		"boardreadyops_outbox_complete_check_run_complete_batch"} {
+	for fn, settings := range batchTransitions {
 		var config []string
 		if err := pool.QueryRow(ctx, `SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE proname = $1`, fn).Scan(&config); err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Contains(config, "plan_cache_mode=force_custom_plan") {
-			t.Errorf("%s runs with %v, want plan_cache_mode=force_custom_plan", fn, config)
+		for _, want := range settings {
+			if !slices.Contains(config, want) {
+				t.Errorf("%s runs with %v, want %s", fn, config, want)
+			}
 		}
+	}
+}
+
+// The batch transitions and the settings they run with (migration 00043): one generic plan per
+// connection that may only probe the primary key, or a plan per call for the check-run
+// completion, whose effect type control_plane_outbox_effect_key matches (its generic plan, made on
+// an empty outbox, read 25,560 rows in TestOutboxBatchTransitionsPlannedOnce).
+var (
+	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off"}
+	batchTransitions = map[string][]string{
+		"boardreadyops_job_complete_batch":                       genericBatchPlan,
+		"boardreadyops_outbox_start_delivery_batch":              genericBatchPlan,
+		"boardreadyops_outbox_complete_check_run_complete_batch": {"plan_cache_mode=force_custom_plan"},
+	}
+)
+
+// TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run
+// completion find their rows by primary key after the outbox has grown, however small it was when
+// the connection first ran them (migration 00043: the start keeps one generic plan, the completion
+// plans per call).
+func TestOutboxBatchTransitionsPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `
+		ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
+		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
+		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+		VALUES (1, 1, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'running')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// deliver claims eight check-run updates, then starts and completes them in batches.
+	deliver := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+	}) {
+		t.Helper()
+		rows, err := q.Query(ctx, `SELECT id FROM boardreadyops_outbox_claim('w', 8, '1 minute')`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) != 8 {
+			t.Fatalf("claimed %d effects (%v), want 8", len(ids), err)
+		}
+		for _, fn := range []string{"boardreadyops_outbox_start_delivery_batch", "boardreadyops_outbox_complete_check_run_complete_batch"} {
+			if tag, err := q.Exec(ctx, `SELECT FROM `+fn+`($1, 'w')`, ids); err != nil || tag.RowsAffected() != 8 {
+				t.Fatalf("%s: %d rows (%v), want 8", fn, tag.RowsAffected(), err)
+			}
+		}
+	}
+	// The connection's first calls meet an empty outbox (a new installation), then ten batches
+	// while it is a page or two.
+	for _, fn := range []string{"boardreadyops_outbox_start_delivery_batch", "boardreadyops_outbox_complete_check_run_complete_batch"} {
+		if _, err := conn.Exec(ctx, `SELECT FROM `+fn+`('{}', 'w')`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fillOutbox(t, conn.Conn(), 1, 88)
+	for range 10 {
+		deliver(conn)
+	}
+	fillOutbox(t, conn.Conn(), 100, 5000)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// Five batches of eight: each claim reads about its rows (TestClaimsPlannedPerCall), each
+	// batch transition its eight by primary key.
+	before := rowsRead(t, tx, "control_plane_outbox")
+	for range 5 {
+		deliver(tx)
+	}
+	if n, most := rowsRead(t, tx, "control_plane_outbox")-before, 5*8*(4+2); n > most {
+		t.Errorf("5 batches of 8 read %d rows of control_plane_outbox (5,088 rows), want at most %d", n, most)
 	}
 }

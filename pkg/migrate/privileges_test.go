@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -248,9 +249,16 @@ func TestPinnedSearchPaths(t *testing.T) {
 			}
 			continue
 		}
-		// Besides the search path, a function may only be planned per call (00038).
-		if c := strings.TrimSuffix(f.Config, ";plan_cache_mode=force_custom_plan"); c != "search_path=pg_catalog, pg_temp" {
+		// Besides the search path, a function may only choose how it is planned: per call (00038),
+		// or once, with the plans that depend on the table's size at that moment disabled (00043).
+		c, settings, _ := strings.Cut(f.Config, ";")
+		if c != "search_path=pg_catalog, pg_temp" {
 			t.Errorf("%s: config %q, want search_path=pg_catalog, pg_temp", f.Signature, f.Config)
+		}
+		for s := range strings.SplitSeq(settings, ";") {
+			if s != "" && !slices.Contains(plannerSettings, s) {
+				t.Errorf("%s: setting %q, want only the search path and %v", f.Signature, s, plannerSettings)
+			}
 		}
 		if m := unqualified.FindStringSubmatch(code); m != nil {
 			t.Errorf("%s names %q without public.", f.Signature, strings.TrimSpace(m[0]))
@@ -260,3 +268,7 @@ func TestPinnedSearchPaths(t *testing.T) {
 		}
 	}
 }
+
+// plannerSettings are the settings a function may set besides its search path.
+var plannerSettings = []string{"plan_cache_mode=force_custom_plan", "plan_cache_mode=force_generic_plan",
+	"enable_seqscan=off", "enable_bitmapscan=off", "enable_sort=off"}

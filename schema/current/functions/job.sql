@@ -6,7 +6,10 @@
 CREATE FUNCTION public.boardreadyops_job_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_jobs
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
@@ -31,8 +34,8 @@ BEGIN
     UPDATE public.control_plane_jobs j
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = j.attempts + 1, updated_at = v_now
-    FROM due
-    WHERE j.id = due.id
+    -- The claimed rows by primary key, whatever the generic plan thinks the batch holds.
+    WHERE j.id = ANY (ARRAY(SELECT due.id FROM due))
     RETURNING j.*;
 END;
 $$;
@@ -67,7 +70,9 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_complete(p_id bigint, p_worker te
 CREATE FUNCTION public.boardreadyops_job_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);

@@ -107,7 +107,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_block_installation(p_installat
 CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer, p_lease interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
@@ -141,8 +144,8 @@ BEGIN
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = o.attempts + 1, updated_at = v_now,
         delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
-    FROM due
-    WHERE o.id = due.id
+    -- The claimed rows by primary key, whatever the generic plan thinks the batch holds.
+    WHERE o.id = ANY (ARRAY(SELECT due.id FROM due))
     RETURNING o.*;
 END;
 $$;
@@ -1463,7 +1466,9 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_start_delivery(p_id bigint, p_
 CREATE FUNCTION public.boardreadyops_outbox_start_delivery_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
