@@ -636,11 +636,13 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_defer(p_id bigint, p_worker te
 
 -- FUNCTION boardreadyops_outbox_dispatch_pause_reason(bigint)
 CREATE FUNCTION public.boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint) RETURNS text
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    SELECT p.reason FROM public.dispatch_pauses p WHERE p.installation_id IN (0, p_installation_id)
-    ORDER BY p.installation_id LIMIT 1;
+BEGIN
+    RETURN (SELECT p.reason FROM public.dispatch_pauses p WHERE p.installation_id IN (0, p_installation_id)
+            ORDER BY p.installation_id LIMIT 1);
+END;
 $$;
 
 -- ACL FUNCTION boardreadyops_outbox_dispatch_pause_reason(p_installation_id bigint)
