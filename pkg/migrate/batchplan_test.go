@@ -103,7 +103,7 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 // completion, whose effect type control_plane_outbox_effect_key matches (its generic plan, made on
 // an empty outbox, read 25,560 rows in TestOutboxBatchTransitionsPlannedOnce).
 var (
-	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off"}
+	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off", "jit=off"}
 	batchTransitions = map[string][]string{
 		"boardreadyops_job_complete_batch":                       genericBatchPlan,
 		"boardreadyops_outbox_start_delivery_batch":              genericBatchPlan,

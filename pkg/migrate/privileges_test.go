@@ -271,4 +271,4 @@ func TestPinnedSearchPaths(t *testing.T) {
 
 // plannerSettings are the settings a function may set besides its search path.
 var plannerSettings = []string{"plan_cache_mode=force_custom_plan", "plan_cache_mode=force_generic_plan",
-	"enable_seqscan=off", "enable_bitmapscan=off", "enable_sort=off"}
+	"enable_seqscan=off", "enable_bitmapscan=off", "enable_sort=off", "jit=off"}

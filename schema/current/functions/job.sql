@@ -10,6 +10,7 @@ CREATE FUNCTION public.boardreadyops_job_claim(p_worker text, p_limit integer, p
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
@@ -73,6 +74,7 @@ CREATE FUNCTION public.boardreadyops_job_complete_batch(p_ids bigint[], p_worker
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);

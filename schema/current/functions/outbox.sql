@@ -111,6 +111,7 @@ CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
@@ -159,7 +160,11 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit i
 CREATE FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit integer, p_lease interval, p_per_installation integer, p_mutation_interval interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF public.control_plane_outbox
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET enable_sort TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
@@ -226,8 +231,10 @@ BEGIN
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
         FROM public.github_installation_limits l
-        JOIN firsts f ON f.installation_id = l.installation_id
-        WHERE (l.blocked_until IS NULL OR l.blocked_until <= v_now)
+        -- Rows found by primary key, here and below: a generic plan cannot know these sets are
+        -- small, and may hash what it joins them to.
+        WHERE l.installation_id = ANY (ARRAY(SELECT f.installation_id FROM firsts f))
+          AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
           AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
           AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
         FOR UPDATE OF l SKIP LOCKED
@@ -242,8 +249,12 @@ BEGIN
         LIMIT p_limit
     ), chosen AS (
         SELECT o.id, o.installation_id FROM public.control_plane_outbox o
-        JOIN picked p ON p.id = o.id
-        WHERE o.status = 'available' AND o.available_at <= v_now
+        WHERE o.id = ANY (ARRAY(SELECT p.id FROM picked p))
+          AND o.status = 'available' AND o.available_at <= v_now
+        -- In key order: the primary key gives it, while the claim index, which the two
+        -- conditions above also match and a plan made on a small table preferred, would need
+        -- a sort.
+        ORDER BY o.id
         FOR UPDATE OF o SKIP LOCKED
     ), paced AS (
         UPDATE public.github_installation_limits l
@@ -252,14 +263,14 @@ BEGIN
             next_allowed_at = CASE WHEN p_mutation_interval > interval '0' THEN v_now + p_mutation_interval ELSE l.next_allowed_at END,
             updated_at = v_now
         FROM (SELECT installation_id, count(*)::integer AS n FROM chosen GROUP BY installation_id) n
-        WHERE l.installation_id = n.installation_id
+        WHERE l.installation_id = ANY (ARRAY(SELECT c.installation_id FROM chosen c))
+          AND l.installation_id = n.installation_id
     )
     UPDATE public.control_plane_outbox o
     SET status = 'leased', lease_owner = p_worker, lease_expires_at = v_now + p_lease,
         attempts = o.attempts + 1, updated_at = v_now,
         delivery_started_at = CASE WHEN o.effect_type = 'github.workflow.dispatch' THEN o.delivery_started_at ELSE v_now END
-    FROM chosen
-    WHERE o.id = chosen.id
+    WHERE o.id = ANY (ARRAY(SELECT chosen.id FROM chosen))
     RETURNING o.*;
 END;
 $$;
@@ -1471,6 +1482,7 @@ CREATE FUNCTION public.boardreadyops_outbox_start_delivery_batch(p_ids bigint[],
     SET plan_cache_mode TO 'force_generic_plan'
     SET enable_seqscan TO 'off'
     SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
