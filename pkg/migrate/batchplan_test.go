@@ -118,20 +118,7 @@ var (
 func TestOutboxBatchTransitionsPlannedOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	if _, err := pool.Exec(ctx, `
-		ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
-		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
-		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
-		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
-		VALUES (1, 1, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'running')`); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Release()
+	_, conn := oneRunRepository(t)
 	// deliver claims eight check-run updates, then starts and completes them in batches.
 	deliver := func(q interface {
 		Query(context.Context, string, ...any) (pgx.Rows, error)

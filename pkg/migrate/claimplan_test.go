@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
@@ -55,21 +56,7 @@ func TestClaimsPlannedPerCall(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			pool := pgtest.NewPool(t)
-			if _, err := pool.Exec(ctx, `
-				ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
-				ALTER TABLE control_plane_jobs SET (autovacuum_enabled = false);
-				INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
-				INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
-				INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
-				VALUES (1, 1, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'running')`); err != nil {
-				t.Fatal(err)
-			}
-			conn, err := pool.Acquire(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Release()
+			pool, conn := oneRunRepository(t)
 			claim := func(q interface {
 				Query(context.Context, string, ...any) (pgx.Rows, error)
 			}) {
@@ -148,4 +135,28 @@ func fillOutbox(t *testing.T, conn *pgx.Conn, from, n int) {
 			a.release_run_id, a.id, 1, now() - interval '1 minute' FROM a`, from, n); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// oneRunRepository is a database with one installation, one repository and one running release
+// run, the queue tables' autovacuum off (so that no ANALYZE replans a statement mid-test), and a
+// connection of it that the test releases at its end.
+func oneRunRepository(t *testing.T) (*pgxpool.Pool, *pgxpool.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `
+		ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
+		ALTER TABLE control_plane_jobs SET (autovacuum_enabled = false);
+		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
+		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+		VALUES (1, 1, 'refs/tags/v1.0.0', repeat('a', 40), 'boardreadyops-release.yml', 'running')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(conn.Release)
+	return pool, conn
 }
