@@ -222,8 +222,9 @@ var unqualified = regexp.MustCompile(`(^|[^\w.])(installations|repositories|repo
 var literalsAndComments = regexp.MustCompile(`'(?:[^']|'')*'|"[^"]*"|--[^\n]*|/\*(?s:.*?)\*/`)
 
 // TestPinnedSearchPaths: every function (definer, row rule, helper, deprecated wrapper, and any
-// later migration's) runs on search_path = pg_catalog, pg_temp (and may set nothing else but
-// plan_cache_mode = force_custom_plan), names our objects public.<name>
+// later migration's) runs on search_path = pg_catalog, pg_temp (and may set nothing else but how
+// it is planned: per call, or once with plan types disabled and the JIT off), names our objects
+// public.<name>
 // and takes its time from boardreadyops_clock_now. The clock itself is the exception: inlined,
 // hence no SET clause, and every name in it qualified.
 func TestPinnedSearchPaths(t *testing.T) {
@@ -255,10 +256,17 @@ func TestPinnedSearchPaths(t *testing.T) {
 		if c != "search_path=pg_catalog, pg_temp" {
 			t.Errorf("%s: config %q, want search_path=pg_catalog, pg_temp", f.Signature, f.Config)
 		}
+		disables := false
 		for s := range strings.SplitSeq(settings, ";") {
 			if s != "" && !slices.Contains(plannerSettings, s) {
 				t.Errorf("%s: setting %q, want only the search path and %v", f.Signature, s, plannerSettings)
 			}
+			disables = disables || strings.HasPrefix(s, "enable_")
+		}
+		// A disabled plan type is a generic plan's pin (00043); a node that must run anyway then
+		// costs 10^10, enough for the JIT to compile the statement at every call (00045).
+		if disables && (!strings.Contains(settings, "plan_cache_mode=force_generic_plan") || !strings.Contains(settings, "jit=off")) {
+			t.Errorf("%s: %q disables plan types without plan_cache_mode=force_generic_plan and jit=off", f.Signature, settings)
 		}
 		if m := unqualified.FindStringSubmatch(code); m != nil {
 			t.Errorf("%s names %q without public.", f.Signature, strings.TrimSpace(m[0]))
@@ -271,4 +279,5 @@ func TestPinnedSearchPaths(t *testing.T) {
 
 // plannerSettings are the settings a function may set besides its search path.
 var plannerSettings = []string{"plan_cache_mode=force_custom_plan", "plan_cache_mode=force_generic_plan",
-	"enable_seqscan=off", "enable_bitmapscan=off", "enable_sort=off", "jit=off"}
+	"enable_seqscan=off", "enable_bitmapscan=off", "enable_sort=off", "enable_material=off", "jit=off",
+	"max_parallel_workers_per_gather=0"}

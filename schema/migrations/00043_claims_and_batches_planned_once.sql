@@ -18,7 +18,8 @@
 -- stops after its batch; a batch transition probes the primary key, the only index its conditions
 -- can use. The claims' UPDATE now finds the claimed rows through `id = ANY (ARRAY(SELECT id FROM
 -- due))`: a join with the CTE let the generic plan, which cannot know the batch is small, hash the
--- whole table. The settings are the functions' own (SET clauses); nothing else sees them.
+-- whole table. The settings hold for the duration of a call (SET clauses): for what the functions
+-- call too, which is the row-check functions, with no queries of their own.
 --
 -- Not here: boardreadyops_outbox_complete_check_run_complete_batch names an effect type, which
 -- control_plane_outbox_effect_key can match as a non-leading column: planned on an empty outbox,

@@ -112,6 +112,7 @@ CREATE FUNCTION public.boardreadyops_outbox_claim(p_worker text, p_limit integer
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
     SET jit TO 'off'
+    SET enable_material TO 'off'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
@@ -165,6 +166,8 @@ CREATE FUNCTION public.boardreadyops_outbox_claim_paced(p_worker text, p_limit i
     SET enable_bitmapscan TO 'off'
     SET enable_sort TO 'off'
     SET jit TO 'off'
+    SET enable_material TO 'off'
+    SET max_parallel_workers_per_gather TO '0'
     AS $$
 DECLARE
     -- Workflow dispatches paused (brops dispatch pause): everywhere, or of these installations.
