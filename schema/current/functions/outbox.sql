@@ -310,7 +310,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_outbox_complete_check_run_complete(p_
 CREATE FUNCTION public.boardreadyops_outbox_complete_check_run_complete_batch(p_ids bigint[], p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
@@ -323,7 +326,11 @@ BEGIN
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,
         result = jsonb_build_object('check_run_id', o.payload -> 'check_run_id'), last_error = NULL,
         updated_at = v_now
-    WHERE o.id = ANY(p_ids) AND o.lease_owner = p_worker AND o.effect_type = 'github.check_run.complete'
+    -- The effect type by IS NOT DISTINCT FROM (effect_type is NOT NULL: the same test), which no
+    -- index can serve: as `=` it matched control_plane_outbox_effect_key, and a plan made on an
+    -- empty outbox read that whole index at every call.
+    WHERE o.id = ANY(p_ids) AND o.lease_owner = p_worker
+      AND o.effect_type IS NOT DISTINCT FROM 'github.check_run.complete'
     RETURNING o.id;
 END;
 $$;
