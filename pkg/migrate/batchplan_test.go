@@ -85,12 +85,12 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 		t.Errorf("5 claims and batch completions of 8 read %d rows of control_plane_jobs, want at most %d", n, most)
 	}
 
-	for fn, settings := range batchTransitions {
+	for _, fn := range batchTransitions {
 		var config []string
 		if err := pool.QueryRow(ctx, `SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE proname = $1`, fn).Scan(&config); err != nil {
 			t.Fatal(err)
 		}
-		for _, want := range settings {
+		for _, want := range genericBatchPlan {
 			if !slices.Contains(config, want) {
 				t.Errorf("%s runs with %v, want %s", fn, config, want)
 			}
@@ -105,11 +105,8 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 // in TestOutboxBatchTransitionsPlannedOnce.
 var (
 	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off", "jit=off"}
-	batchTransitions = map[string][]string{
-		"boardreadyops_job_complete_batch":                       genericBatchPlan,
-		"boardreadyops_outbox_start_delivery_batch":              genericBatchPlan,
-		"boardreadyops_outbox_complete_check_run_complete_batch": genericBatchPlan,
-	}
+	batchTransitions = []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
+		"boardreadyops_outbox_complete_check_run_complete_batch"}
 )
 
 // TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run

@@ -16,19 +16,17 @@ import (
 // queue held a few rows read every available row (a bitmap scan of the claim index), probed each
 // one's installation limits and sorted them, to take eight; in a 20,000-run burst whose dispatcher
 // connections had cached it, a claim read 10,000 buffers instead of 465, and the burst ran at
-// 252–283 runs/s instead of 333–377. Migration 00040 planned every claim per call; since 00043 the
-// outbox's and the jobs' claims keep one generic plan per connection with the plans that made it a
-// lottery disabled, 00045 does the same for the paced claim, and 00046 keeps the outbox claims
-// from probing a materialized scan of the pacing table (planned while it held a handful of rows:
-// 15,025 rows of it read for 5 claims). Without those settings, or with
+// 252–283 runs/s instead of 333–377. Migration 00040 planned every claim per call. Since 00043
+// the outbox's and the jobs' claims keep one generic plan per connection with the plans that made
+// it a lottery disabled, 00045 does the same for the paced claim, and 00046 keeps the outbox
+// claims from probing a materialized scan of the pacing table. Without those settings, or with
 // the claimed rows joined to the CTE instead of found by primary key, 5 claims of 8 read 15,480
 // rows; the paced claim, locking its picks without an ORDER BY o.id, read 15,160 (the claim index
-// for a primary-key lookup).
+// for a primary-key lookup); without 00046, 15,025 rows of the pacing table.
 func TestClaimsPlannedPerCall(t *testing.T) {
 	t.Parallel()
 	const take, claims, backlog = 8, 5, 3000
-	// fill adds n due rows to the queue whose claim is measured; from is the first row's number.
-	outbox := fillOutbox
+	// jobs adds n due jobs; from is the first one's number (fillOutbox does the same for effects).
 	jobs := func(t *testing.T, conn *pgx.Conn, from, n int) {
 		t.Helper()
 		if _, err := conn.Exec(context.Background(), `SELECT boardreadyops_webhook_accept('d-' || g, 'push', NULL, 1, 1,
@@ -39,7 +37,8 @@ func TestClaimsPlannedPerCall(t *testing.T) {
 	}
 	tests := []struct {
 		name, fn, table, claim string
-		fill                   func(t *testing.T, conn *pgx.Conn, from, n int)
+		// fill adds n due rows to the queue whose claim is measured; from is the first row's number.
+		fill func(t *testing.T, conn *pgx.Conn, from, n int)
 		// perRow bounds the rows a claim may read per row it takes: the pick and the update,
 		// and the rows claimed before it that it steps over; the paced claim picks among four
 		// times its limit.
@@ -48,10 +47,10 @@ func TestClaimsPlannedPerCall(t *testing.T) {
 		config []string
 	}{
 		{"outbox", "boardreadyops_outbox_claim", "control_plane_outbox",
-			`SELECT id FROM boardreadyops_outbox_claim('w', $1, '1 minute')`, outbox, 4, outboxClaimPlan},
+			`SELECT id FROM boardreadyops_outbox_claim('w', $1, '1 minute')`, fillOutbox, 4, outboxClaimPlan},
 		{"outbox paced", "boardreadyops_outbox_claim_paced", "control_plane_outbox",
-			`SELECT id FROM boardreadyops_outbox_claim_paced('w', $1, '1 minute', 1000, '0')`, outbox, 8,
-			append(outboxClaimPlan, "max_parallel_workers_per_gather=0")},
+			`SELECT id FROM boardreadyops_outbox_claim_paced('w', $1, '1 minute', 1000, '0')`, fillOutbox, 8,
+			slices.Concat(outboxClaimPlan, []string{"max_parallel_workers_per_gather=0"})},
 		{"jobs", "boardreadyops_job_claim", "control_plane_jobs",
 			`SELECT id FROM boardreadyops_job_claim('w', $1, '1 minute')`, jobs, 4, genericClaimPlan},
 	}
@@ -131,7 +130,7 @@ var genericClaimPlan = []string{"plan_cache_mode=force_generic_plan", "enable_se
 
 // outboxClaimPlan adds what the outbox claims need for their probe of the pacing table (00046):
 // no materialized scan of it.
-var outboxClaimPlan = append(slices.Clone(genericClaimPlan), "enable_material=off")
+var outboxClaimPlan = slices.Concat(genericClaimPlan, []string{"enable_material=off"})
 
 // fillOutbox adds n due check-run updates of the one release run to the outbox, with attempts
 // numbered from from, spread over 500 installations (a claim's installations are then many, as
