@@ -528,13 +528,13 @@ func TestClaimArgumentsAreBounded(t *testing.T) {
 func TestStats(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
-	// Two available (one of them retrying), one leased, one dead letter, one reconciliation.
-	// Leased states are built first: building one claims whatever is available.
+	// Two available (one of them retrying, due in an hour), one leased, one dead letter, one
+	// reconciliation. Leased states are built first: building one claims whatever is available.
 	retrying := dispatchLeased(t, ctx, b)
 	dispatchLeased(t, ctx, b)
 	dispatchDeadLetter(t, ctx, b)
 	dispatchReconciliation(t, ctx, b)
-	if _, err := b.store.Retry(ctx, b.pool, retrying, "w1", "503", b.clock.Now()); err != nil {
+	if _, err := b.store.Retry(ctx, b.pool, retrying, "w1", "503", b.clock.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	enqueueCreate(t, ctx, b, createRun(t, ctx, b))
@@ -544,10 +544,19 @@ func TestStats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The third available effect is the check-run update the reconciliation enqueued (00021).
-	want := outbox.Stats{Available: 3, Due: 3, Leased: 1, Retrying: 1, DeadLetter: 1, ReconciliationRequired: 1, OldestAvailableAgeSeconds: 45}
+	// The third available effect is the check-run update the reconciliation enqueued (00021);
+	// the retrying one is not due, and the oldest age is of the due ones.
+	want := outbox.Stats{Available: 3, Due: 2, Leased: 1, Retrying: 1, DeadLetter: 1, ReconciliationRequired: 1, OldestAvailableAgeSeconds: 45}
 	if st != want {
 		t.Fatalf("stats %+v, want %+v", st, want)
+	}
+	// Nothing due: no oldest age (not the negative age of an effect due later).
+	b.clock.Advance(-time.Hour)
+	if st, err = b.store.Stats(ctx, b.pool); err != nil {
+		t.Fatal(err)
+	}
+	if st.Due != 0 || st.OldestAvailableAgeSeconds != 0 {
+		t.Fatalf("an hour earlier: stats %+v, want nothing due and no oldest age", st)
 	}
 }
 

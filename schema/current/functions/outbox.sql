@@ -1519,14 +1519,23 @@ CREATE FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     SELECT
-        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available'),
-        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)),
+        a.available,
+        a.due,
         (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'leased'),
-        (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'available' AND attempts > 0),
+        a.retrying,
         (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'dead_letter'),
         (SELECT count(*) FROM public.control_plane_outbox WHERE status = 'reconciliation_required'),
-        coalesce((SELECT extract(epoch FROM public.boardreadyops_clock_now(p_now) - min(available_at))::double precision
-                  FROM public.control_plane_outbox WHERE status = 'available' AND available_at <= public.boardreadyops_clock_now(p_now)), 0);
+        coalesce(extract(epoch FROM n.now - a.oldest_due)::double precision, 0)
+    -- The clock read once (OFFSET 0 keeps the subquery from being pulled up into the filters).
+    FROM (SELECT public.boardreadyops_clock_now(p_now) AS now OFFSET 0) n
+    CROSS JOIN LATERAL (
+        SELECT count(*) AS available,
+               count(*) FILTER (WHERE o.available_at <= n.now) AS due,
+               count(*) FILTER (WHERE o.attempts > 0) AS retrying,
+               min(o.available_at) FILTER (WHERE o.available_at <= n.now) AS oldest_due
+        FROM public.control_plane_outbox o
+        WHERE o.status = 'available'
+    ) a;
 $$;
 
 -- ACL FUNCTION boardreadyops_outbox_stats(p_now timestamp with time zone)
