@@ -142,7 +142,8 @@ func runE2E(args []string) error {
 		(SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'),
 		(SELECT count(*) FROM release_runs WHERE status NOT IN ('succeeded', 'failed', 'cancelled')),
 		(SELECT count(*) FROM (SELECT a.id FROM execution_attempts a LEFT JOIN control_plane_outbox o
-			ON o.execution_attempt_id = a.id AND o.effect_type = 'github.workflow.dispatch' AND o.status = 'completed'
+			ON o.release_run_id = a.release_run_id AND o.execution_attempt_id = a.id
+				AND o.effect_type = 'github.workflow.dispatch' AND o.status = 'completed'
 			GROUP BY a.id HAVING count(o.id) <> 1) x)`).
 		Scan(&res.ReleaseRuns, &res.Webhooks, &res.Effects, &res.NotTerminal, &res.ExactlyOnceFail); err != nil {
 		return err

@@ -29,6 +29,7 @@ var accessExclusiveAllowed = map[string]string{
 	"00011 control_plane_outbox": "DROP INDEX (no scan)",
 	"00015 *":                    "ALTER TABLE … OWNER TO boardreadyops_schema_owner and the audit triggers: catalog-only, no scan or rewrite, held for milliseconds (issue 17 §3 e, f)",
 	"00035 control_plane_outbox": "DROP CONSTRAINT of the idempotency key's UNIQUE index once the composite key replaces it (catalog only, no scan)",
+	"00049 control_plane_outbox": "DROP CONSTRAINT of the attempt foreign key once the run-and-attempt key replaces it, and of a half-added one when the migration runs again (catalog only, no scan; it also locks execution_attempts, the referenced table, for as long)",
 }
 
 // TestNoNewAccessExclusiveOnHotTables runs every migration's Up section inside a transaction on a
@@ -128,6 +129,10 @@ func TestLocksOfStatementShapes(t *testing.T) {
 	}{
 		{"ALTER TABLE webhook_inbox ADD CONSTRAINT c CHECK (id > 0) NOT VALID", "webhook_inbox", "ACCESS EXCLUSIVE", false},
 		{"ALTER TABLE webhook_inbox VALIDATE CONSTRAINT c", "webhook_inbox", "SHARE UPDATE EXCLUSIVE", true},
+		{"ALTER TABLE public.control_plane_outbox ADD CONSTRAINT f\n FOREIGN KEY (a, b) REFERENCES public.execution_attempts (c, d) NOT VALID",
+			"control_plane_outbox", "SHARE ROW EXCLUSIVE", false},
+		{"ALTER TABLE control_plane_outbox ADD FOREIGN KEY (a) REFERENCES execution_attempts (id)", "control_plane_outbox", "SHARE ROW EXCLUSIVE", true},
+		{"ALTER TABLE control_plane_outbox DROP CONSTRAINT IF EXISTS f", "control_plane_outbox", "ACCESS EXCLUSIVE", false},
 		{"ALTER TABLE webhook_inbox DROP CONSTRAINT a, ADD CONSTRAINT c CHECK (id > 0)", "webhook_inbox", "ACCESS EXCLUSIVE", true},
 		{"CREATE INDEX CONCURRENTLY i ON control_plane_outbox (id)", "control_plane_outbox", "SHARE UPDATE EXCLUSIVE", true},
 		{"CREATE INDEX i ON public.control_plane_outbox (id)", "control_plane_outbox", "SHARE", true},

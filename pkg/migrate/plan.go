@@ -96,6 +96,9 @@ var lockRules = []struct {
 	{regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?([\w.]+)`), "SHARE", true},
 	{regexp.MustCompile(`(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+\S+\s+.*?\s+ON\s+([\w.]+)`), "SHARE ROW EXCLUSIVE", false},
 	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+VALIDATE\s+CONSTRAINT`), "SHARE UPDATE EXCLUSIVE", true},
+	// A foreign key alone: SHARE ROW EXCLUSIVE on the table and on the one it references.
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b.*\bNOT\s+VALID\b`), "SHARE ROW EXCLUSIVE", false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b[^,]*$`), "SHARE ROW EXCLUSIVE", true},
 	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY).*\bNOT\s+VALID\b`), "ACCESS EXCLUSIVE", false},
 	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY|UNIQUE|PRIMARY\s+KEY)`), "ACCESS EXCLUSIVE", true},
 	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+.*\bALTER\s+COLUMN\s+\S+\s+(?:SET\s+DATA\s+)?TYPE\b`), "ACCESS EXCLUSIVE", true},

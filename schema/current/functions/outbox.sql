@@ -758,14 +758,14 @@ BEGIN
     END IF;
     SELECT * INTO att FROM public.execution_attempts a WHERE a.release_run_id = run.id AND a.number = run.current_attempt;
     IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
-               WHERE o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id
+               WHERE o.release_run_id = run.id AND o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id
                  AND o.status IN ('available', 'leased') AND lower(o.payload ->> 'username') = lower(p_username)) THEN
         RETURN NULL; -- this user's press is being checked already (a second press, a redelivery)
     END IF;
     SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
     SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
     FROM public.control_plane_outbox o
-    WHERE o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id;
+    WHERE o.release_run_id = run.id AND o.effect_type = 'github.collaborator_permission.read' AND o.execution_attempt_id = att.id;
     INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, generation, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
@@ -808,7 +808,7 @@ BEGIN
         RETURN NULL;
     END IF;
     IF EXISTS (SELECT 1 FROM public.control_plane_outbox o
-               WHERE o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id
+               WHERE o.release_run_id = att.release_run_id AND o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id
                  AND o.status IN ('available', 'leased')) THEN
         RETURN NULL; -- one read at a time
     END IF;
@@ -816,7 +816,7 @@ BEGIN
     SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
     SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
     FROM public.control_plane_outbox o
-    WHERE o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id;
+    WHERE o.release_run_id = att.release_run_id AND o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = att.id;
     INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, generation, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, created_at, updated_at)
@@ -1358,7 +1358,7 @@ BEGIN
 
     SELECT max(o.generation) + 1 INTO v_generation
     FROM public.control_plane_outbox o
-    WHERE o.effect_type = 'github.workflow.dispatch' AND o.execution_attempt_id = r.execution_attempt_id;
+    WHERE o.release_run_id = r.release_run_id AND o.effect_type = 'github.workflow.dispatch' AND o.execution_attempt_id = r.execution_attempt_id;
     INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, generation, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)

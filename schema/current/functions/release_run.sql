@@ -294,7 +294,7 @@ BEGIN
 
     SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
     FROM public.control_plane_outbox o
-    WHERE o.effect_type = 'github.check_run.complete' AND o.execution_attempt_id = att.id;
+    WHERE o.release_run_id = run.id AND o.effect_type = 'github.check_run.complete' AND o.execution_attempt_id = att.id;
     INSERT INTO public.control_plane_outbox (
         effect_type, idempotency_key, generation, payload, max_attempts, available_at,
         release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
@@ -395,7 +395,7 @@ BEGIN
         WHERE r.status = 'running' AND r.created_at < v_now - p_quiet
           AND x.status = 'running' AND x.workflow_run_id IS NOT NULL AND x.updated_at < v_now - p_quiet
           AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
-                          WHERE o.execution_attempt_id = x.id AND o.effect_type = 'github.workflow_run.read'
+                          WHERE o.release_run_id = x.release_run_id AND o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = x.id
                             AND o.created_at > v_now - p_quiet)
         ORDER BY r.created_at
         LIMIT p_limit

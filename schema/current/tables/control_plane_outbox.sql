@@ -44,9 +44,9 @@ ALTER TABLE public.control_plane_outbox ALTER COLUMN id ADD GENERATED ALWAYS AS 
 ALTER TABLE ONLY public.control_plane_outbox
     ADD CONSTRAINT control_plane_outbox_pkey PRIMARY KEY (id);
 
--- FK CONSTRAINT control_plane_outbox control_plane_outbox_execution_attempt_id_fkey
+-- FK CONSTRAINT control_plane_outbox control_plane_outbox_attempt_of_run_fkey
 ALTER TABLE ONLY public.control_plane_outbox
-    ADD CONSTRAINT control_plane_outbox_execution_attempt_id_fkey FOREIGN KEY (execution_attempt_id) REFERENCES public.execution_attempts(id);
+    ADD CONSTRAINT control_plane_outbox_attempt_of_run_fkey FOREIGN KEY (release_run_id, execution_attempt_id) REFERENCES public.execution_attempts(release_run_id, id);
 
 -- FK CONSTRAINT control_plane_outbox control_plane_outbox_release_run_id_fkey
 ALTER TABLE ONLY public.control_plane_outbox
@@ -67,9 +67,6 @@ CREATE INDEX control_plane_outbox_completed_idx ON public.control_plane_outbox U
 
 -- INDEX control_plane_outbox_effect_key
 CREATE UNIQUE INDEX control_plane_outbox_effect_key ON public.control_plane_outbox USING btree (release_run_id, effect_type, execution_attempt_id, generation) NULLS NOT DISTINCT;
-
--- INDEX control_plane_outbox_execution_attempt_idx
-CREATE INDEX control_plane_outbox_execution_attempt_idx ON public.control_plane_outbox USING btree (execution_attempt_id) WHERE (execution_attempt_id IS NOT NULL);
 
 -- INDEX control_plane_outbox_lease_idx
 CREATE INDEX control_plane_outbox_lease_idx ON public.control_plane_outbox USING btree (lease_expires_at) WHERE (status = 'leased'::text);

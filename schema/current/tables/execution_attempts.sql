@@ -34,6 +34,9 @@ ALTER TABLE ONLY public.execution_attempts
 ALTER TABLE ONLY public.execution_attempts
     ADD CONSTRAINT execution_attempts_release_run_id_fkey FOREIGN KEY (release_run_id) REFERENCES public.release_runs(id);
 
+-- INDEX execution_attempts_run_attempt_key
+CREATE UNIQUE INDEX execution_attempts_run_attempt_key ON public.execution_attempts USING btree (release_run_id, id);
+
 -- ACL TABLE execution_attempts
 GRANT SELECT ON TABLE public.execution_attempts TO boardreadyops_lifecycle;
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.execution_attempts TO boardreadyops_admin;
