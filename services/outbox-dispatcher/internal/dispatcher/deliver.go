@@ -29,35 +29,40 @@ type GitHub interface {
 	GetCollaboratorPermission(ctx context.Context, installationID int64, repository, username string) (githubapp.CollaboratorPermission, error)
 }
 
-// payload is the union of the effect payloads (lifecycle and the SQL functions write them).
+// payload is the union of the effect payloads (lifecycle and the SQL functions write them),
+// decoded once per delivery: a check-run update's rendered state (checkrun.State: state, tag,
+// head SHA, workflow file, attempts, …) is part of it.
 type payload struct {
+	// State is set on check-run updates written since migration 00021; without State.State the
+	// effect is the earlier finished completion (conclusion, title, summary).
+	checkrun.State
 	ReleaseRunID       string `json:"release_run_id"`
 	ExecutionAttemptID string `json:"execution_attempt_id"`
 	AttemptNumber      int    `json:"attempt_number"`
 	InstallationID     int64  `json:"installation_id"`
 	RepositoryID       int64  `json:"repository_id"`
 	RepositoryFullName string `json:"repository_full_name"`
-	HeadSHA            string `json:"head_sha"`
 	Ref                string `json:"ref"`
-	Tag                string `json:"tag"`
 	Name               string `json:"name"`
 	ExternalID         string `json:"external_id"`
-	WorkflowFile       string `json:"workflow_file"`
 	CheckRunID         int64  `json:"check_run_id"`
 	WorkflowRunID      int64  `json:"workflow_run_id"`
 	Conclusion         string `json:"conclusion"`
 	Title              string `json:"title"`
 	Summary            string `json:"summary"`
 	WorkflowRunURL     string `json:"workflow_run_url"`
-	// State is set on check-run updates written since migration 00021 (the rest of
-	// checkrun.State is decoded from the same payload); without it the effect is the earlier
-	// finished completion (conclusion, title, summary).
-	State string `json:"state"`
 	// DispatchPaused is why workflow dispatches were paused when the run was created (brops
 	// dispatch pause), or empty.
 	DispatchPaused string `json:"dispatch_paused"`
 	// Username is who pressed Retry (github.collaborator_permission.read).
 	Username string `json:"username"`
+}
+
+// decodePayload decodes an effect's payload, once for its delivery and its metrics.
+func decodePayload(raw []byte) (payload, error) {
+	var p payload
+	err := json.Unmarshal(raw, &p)
+	return p, err
 }
 
 // Outcomes of one delivery (metric label values, a closed set).
@@ -91,10 +96,10 @@ func checkRunExternalID(e outbox.Effect, p payload) (string, []string) {
 	return checkrun.ExternalID(p.RepositoryID, p.Ref), []string{runID}
 }
 
-// deliver performs one effect and records its transition. It returns the outcome.
-func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
-	var p payload
-	if err := json.Unmarshal(e.Payload, &p); err != nil || p.RepositoryFullName == "" {
+// deliver performs one effect, whose payload decoded to p (or failed to, perr), and records its
+// transition. It returns the outcome.
+func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, perr error) string {
+	if err := perr; err != nil || p.RepositoryFullName == "" {
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 			fmt.Sprintf("payload cannot be delivered: %v", firstErr(err, errors.New("no repository")))), OutcomeDeadLetter))
 	}
@@ -204,13 +209,12 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect) string {
 func (d *Dispatcher) checkRunUpdate(e outbox.Effect, p payload) githubapp.CheckRunUpdate {
 	u := githubapp.CheckRunUpdate{InstallationID: e.InstallationID, Repository: p.RepositoryFullName, CheckRunID: p.CheckRunID,
 		Name: nonEmpty(p.Name, d.cfg.CheckRunName)}
-	var s checkrun.State
-	if p.State == "" || json.Unmarshal(e.Payload, &s) != nil {
+	if p.State.State == "" {
 		u.Status, u.Conclusion = "completed", p.Conclusion
 		u.Title, u.Summary, u.DetailsURL = nonEmpty(p.Title, "Release "+p.Conclusion), p.Summary, p.WorkflowRunURL
 		return u
 	}
-	o := checkrun.Render(s)
+	o := checkrun.Render(p.State)
 	u.Status, u.Conclusion, u.Title, u.Summary, u.Text, u.DetailsURL = o.Status, o.Conclusion, o.Title, o.Summary, o.Text, o.DetailsURL
 	u.Actions = make([]githubapp.CheckRunAction, 0, len(o.Actions))
 	for _, a := range o.Actions {

@@ -308,11 +308,12 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	defer d.metrics.inFlight.Dec()
 
 	var outcome string
+	p, perr := decodePayload(e.Payload)
 	if !d.limiter.acquire(e.InstallationID) {
 		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
 	} else {
-		outcome = d.deliver(ctx, e)
+		outcome = d.deliver(ctx, e, p, perr)
 		d.limiter.release(e.InstallationID)
 	}
 	if outcome == OutcomeCompleted {
@@ -324,7 +325,7 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	d.metrics.processed.WithLabelValues(e.EffectType, outcome).Inc()
 	if outcome == OutcomeCompleted {
 		telemetry.Observe(ctx, d.metrics.lag.WithLabelValues(e.EffectType), time.Since(e.CreatedAt).Seconds())
-		d.metrics.observeSLO(ctx, e, time.Now())
+		d.metrics.observeSLO(ctx, e, p, time.Now())
 	}
 }
 

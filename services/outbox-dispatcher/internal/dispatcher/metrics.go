@@ -2,7 +2,6 @@ package dispatcher
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -143,12 +142,12 @@ func (m *Metrics) initSeries() {
 // and any redelivery are all counted. Only a check-run update that shows a conclusion counts
 // for the second SLO: since 00021 a run's check run is also updated while it is dispatching,
 // running, blocked or retried, and those updates show no conclusion.
-func (m *Metrics) observeSLO(ctx context.Context, e outbox.Effect, now time.Time) {
+func (m *Metrics) observeSLO(ctx context.Context, e outbox.Effect, p payload, now time.Time) {
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
 		telemetry.Observe(ctx, m.checkRunVisible, now.Sub(e.CreatedAt).Seconds())
 	case outbox.EffectCheckRunComplete:
-		if showsConclusion(e.Payload) {
+		if showsConclusion(p) {
 			telemetry.Observe(ctx, m.conclusionShown, now.Sub(e.CreatedAt).Seconds())
 		}
 	}
@@ -156,15 +155,8 @@ func (m *Metrics) observeSLO(ctx context.Context, e outbox.Effect, now time.Time
 
 // showsConclusion: a check-run update in a finished state, or an earlier completion (no state,
 // a conclusion).
-func showsConclusion(payload []byte) bool {
-	var p struct {
-		State      string `json:"state"`
-		Conclusion string `json:"conclusion"`
-	}
-	if json.Unmarshal(payload, &p) != nil {
-		return false
-	}
-	switch p.State {
+func showsConclusion(p payload) bool {
+	switch p.State.State {
 	case checkrun.StateSucceeded, checkrun.StateFailed, checkrun.StateCancelled:
 		return true
 	case "":
