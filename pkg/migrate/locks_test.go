@@ -29,7 +29,8 @@ var accessExclusiveAllowed = map[string]string{
 	"00011 control_plane_outbox": "DROP INDEX (no scan)",
 	"00015 *":                    "ALTER TABLE … OWNER TO boardreadyops_schema_owner and the audit triggers: catalog-only, no scan or rewrite, held for milliseconds (issue 17 §3 e, f)",
 	"00035 control_plane_outbox": "DROP CONSTRAINT of the idempotency key's UNIQUE index once the composite key replaces it (catalog only, no scan)",
-	"00049 control_plane_outbox": "DROP CONSTRAINT of the attempt foreign key once the run-and-attempt key replaces it, and of a half-added one when the migration runs again (catalog only, no scan; it also locks execution_attempts, the referenced table, for as long)",
+	"00049 control_plane_outbox": "the attempt foreign key swapped for the run-and-attempt key in one ALTER TABLE (catalog only, no scan; 10 s lock timeout)",
+	"00049 execution_attempts":   "the same swap: a dropped foreign key's triggers are on the table it references",
 }
 
 // TestNoNewAccessExclusiveOnHotTables runs every migration's Up section inside a transaction on a
@@ -129,9 +130,6 @@ func TestLocksOfStatementShapes(t *testing.T) {
 	}{
 		{"ALTER TABLE webhook_inbox ADD CONSTRAINT c CHECK (id > 0) NOT VALID", "webhook_inbox", "ACCESS EXCLUSIVE", false},
 		{"ALTER TABLE webhook_inbox VALIDATE CONSTRAINT c", "webhook_inbox", "SHARE UPDATE EXCLUSIVE", true},
-		{"ALTER TABLE public.control_plane_outbox ADD CONSTRAINT f\n FOREIGN KEY (a, b) REFERENCES public.execution_attempts (c, d) NOT VALID",
-			"control_plane_outbox", "SHARE ROW EXCLUSIVE", false},
-		{"ALTER TABLE control_plane_outbox ADD FOREIGN KEY (a) REFERENCES execution_attempts (id)", "control_plane_outbox", "SHARE ROW EXCLUSIVE", true},
 		{"ALTER TABLE control_plane_outbox DROP CONSTRAINT IF EXISTS f", "control_plane_outbox", "ACCESS EXCLUSIVE", false},
 		{"ALTER TABLE webhook_inbox DROP CONSTRAINT a, ADD CONSTRAINT c CHECK (id > 0)", "webhook_inbox", "ACCESS EXCLUSIVE", true},
 		{"CREATE INDEX CONCURRENTLY i ON control_plane_outbox (id)", "control_plane_outbox", "SHARE UPDATE EXCLUSIVE", true},
@@ -143,6 +141,33 @@ func TestLocksOfStatementShapes(t *testing.T) {
 		locks := migrate.Locks("-- a comment\nCREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1; $$;\n" + tt.sql + ";")
 		if len(locks) != 1 || locks[0].Table != tt.table || locks[0].Mode != tt.mode || locks[0].Scans != tt.scans {
 			t.Errorf("%s: %+v, want %s %s scans=%v", tt.sql, locks, tt.table, tt.mode, tt.scans)
+		}
+	}
+	// A foreign key locks the table it references too: as the statement does when it is alone,
+	// and as its strongest subcommand (dropping a constraint: ACCESS EXCLUSIVE) when not.
+	fks := []struct {
+		sql, mode string
+		scans     bool
+	}{
+		{"ALTER TABLE public.control_plane_outbox ADD CONSTRAINT f\n FOREIGN KEY (a, b) REFERENCES public.execution_attempts (c, d) NOT VALID",
+			"SHARE ROW EXCLUSIVE", false},
+		{"ALTER TABLE control_plane_outbox ADD FOREIGN KEY (a) REFERENCES execution_attempts (id)", "SHARE ROW EXCLUSIVE", true},
+		{"ALTER TABLE control_plane_outbox DROP CONSTRAINT IF EXISTS g, ADD CONSTRAINT f FOREIGN KEY (a, b) REFERENCES execution_attempts (c, d) NOT VALID",
+			"ACCESS EXCLUSIVE", false},
+		{"ALTER TABLE control_plane_outbox ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES execution_attempts (id) NOT VALID, ADD CONSTRAINT c CHECK (id > 0)",
+			"ACCESS EXCLUSIVE", false},
+	}
+	for _, tt := range fks {
+		locks := migrate.Locks(tt.sql + ";")
+		want := []migrate.Lock{{Table: "control_plane_outbox", Mode: tt.mode, Scans: tt.scans}, {Table: "execution_attempts", Mode: tt.mode}}
+		if len(locks) != 2 {
+			t.Errorf("%s: %+v, want %+v", tt.sql, locks, want)
+			continue
+		}
+		for i := range want {
+			if locks[i].Table != want[i].Table || locks[i].Mode != want[i].Mode || locks[i].Scans != want[i].Scans {
+				t.Errorf("%s: %+v, want %+v", tt.sql, locks, want)
+			}
 		}
 	}
 }

@@ -86,29 +86,38 @@ func UpSQL(file string) string {
 }
 
 // lockRules map statement shapes to the lock they take on the table in group 1. Order matters:
-// the first matching rule wins. Function bodies are removed before matching.
+// the first matching rule wins. Function bodies are removed before matching. A rule marked single
+// applies only to an ALTER TABLE of one subcommand: several take the strongest of their locks.
 var lockRules = []struct {
-	re    *regexp.Regexp
-	mode  string
-	scans bool
+	re     *regexp.Regexp
+	mode   string
+	scans  bool
+	single bool
 }{
-	{regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?([\w.]+)`), "SHARE UPDATE EXCLUSIVE", true},
-	{regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?([\w.]+)`), "SHARE", true},
-	{regexp.MustCompile(`(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+\S+\s+.*?\s+ON\s+([\w.]+)`), "SHARE ROW EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+VALIDATE\s+CONSTRAINT`), "SHARE UPDATE EXCLUSIVE", true},
+	{regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?([\w.]+)`), "SHARE UPDATE EXCLUSIVE", true, false},
+	{regexp.MustCompile(`(?is)^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:IF\s+NOT\s+EXISTS\s+)?\S+\s+ON\s+(?:ONLY\s+)?([\w.]+)`), "SHARE", true, false},
+	{regexp.MustCompile(`(?is)^CREATE\s+(?:OR\s+REPLACE\s+)?TRIGGER\s+\S+\s+.*?\s+ON\s+([\w.]+)`), "SHARE ROW EXCLUSIVE", false, false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+VALIDATE\s+CONSTRAINT`), "SHARE UPDATE EXCLUSIVE", true, false},
 	// A foreign key alone: SHARE ROW EXCLUSIVE on the table and on the one it references.
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b.*\bNOT\s+VALID\b`), "SHARE ROW EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b[^,]*$`), "SHARE ROW EXCLUSIVE", true},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY).*\bNOT\s+VALID\b`), "ACCESS EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY|UNIQUE|PRIMARY\s+KEY)`), "ACCESS EXCLUSIVE", true},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+.*\bALTER\s+COLUMN\s+\S+\s+(?:SET\s+DATA\s+)?TYPE\b`), "ACCESS EXCLUSIVE", true},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+SET\s*\(`), "SHARE UPDATE EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)`), "ACCESS EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^DROP\s+INDEX\s+CONCURRENTLY`), "", false},
-	{regexp.MustCompile(`(?is)^DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?([\w.]+)`), "ACCESS EXCLUSIVE (the index's table)", false},
-	{regexp.MustCompile(`(?is)^(?:DROP|TRUNCATE)\s+TABLE\s+(?:IF\s+EXISTS\s+)?([\w.]+)`), "ACCESS EXCLUSIVE", false},
-	{regexp.MustCompile(`(?is)^(?:UPDATE|DELETE\s+FROM)\s+(?:ONLY\s+)?([\w.]+)`), "ROW EXCLUSIVE", true},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b.*\bNOT\s+VALID\b`), "SHARE ROW EXCLUSIVE", false, true},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+ADD\s+(?:CONSTRAINT\s+\S+\s+)?FOREIGN\s+KEY\b`), "SHARE ROW EXCLUSIVE", true, true},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY).*\bNOT\s+VALID\b`), "ACCESS EXCLUSIVE", false, false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s.*?\bADD\s+(?:CONSTRAINT\s+\S+\s+)?(?:CHECK|FOREIGN\s+KEY|UNIQUE|PRIMARY\s+KEY)`), "ACCESS EXCLUSIVE", true, false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+.*\bALTER\s+COLUMN\s+\S+\s+(?:SET\s+DATA\s+)?TYPE\b`), "ACCESS EXCLUSIVE", true, false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)\s+SET\s*\(`), "SHARE UPDATE EXCLUSIVE", false, false},
+	{regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?([\w.]+)`), "ACCESS EXCLUSIVE", false, false},
+	{regexp.MustCompile(`(?is)^DROP\s+INDEX\s+CONCURRENTLY`), "", false, false},
+	{regexp.MustCompile(`(?is)^DROP\s+INDEX\s+(?:IF\s+EXISTS\s+)?([\w.]+)`), "ACCESS EXCLUSIVE (the index's table)", false, false},
+	{regexp.MustCompile(`(?is)^(?:DROP|TRUNCATE)\s+TABLE\s+(?:IF\s+EXISTS\s+)?([\w.]+)`), "ACCESS EXCLUSIVE", false, false},
+	{regexp.MustCompile(`(?is)^(?:UPDATE|DELETE\s+FROM)\s+(?:ONLY\s+)?([\w.]+)`), "ROW EXCLUSIVE", true, false},
 }
+
+var (
+	// subcommands finds a second subcommand of an ALTER TABLE.
+	subcommands = regexp.MustCompile(`(?is),\s*(?:ADD|DROP|ALTER|VALIDATE|SET|RESET|ENABLE|DISABLE|OWNER|RENAME|INHERIT|NO\s+INHERIT|CLUSTER|REPLICA)\b`)
+	references  = regexp.MustCompile(`(?is)\bREFERENCES\s+(?:ONLY\s+)?([\w.]+)`)
+	alterTable  = regexp.MustCompile(`(?is)^ALTER\s+TABLE\b`)
+)
 
 var dollarBody = regexp.MustCompile(`(?s)\$([A-Za-z_]*)\$.*?\$([A-Za-z_]*)\$`)
 
@@ -121,11 +130,16 @@ func Locks(sql string) []Lock {
 	for _, stmt := range statements(sql) {
 		for _, rule := range lockRules {
 			m := rule.re.FindStringSubmatch(stmt)
-			if m == nil {
+			if m == nil || rule.single && subcommands.MatchString(stmt) {
 				continue
 			}
 			if rule.mode != "" && len(m) > 1 {
 				out = append(out, Lock{Table: strings.TrimPrefix(m[1], "public."), Mode: rule.mode, Scans: rule.scans, Statement: firstLine(stmt)})
+				// A foreign key added or dropped locks the table it references as strongly (its
+				// triggers are there); a constraint dropped by name is read as one, to be safe.
+				if r := references.FindStringSubmatch(stmt); r != nil && alterTable.MatchString(stmt) {
+					out = append(out, Lock{Table: strings.TrimPrefix(r[1], "public."), Mode: rule.mode, Statement: firstLine(stmt)})
+				}
 			}
 			break
 		}

@@ -16,13 +16,12 @@
 --   state machine never wrote another);
 -- - the attempt index is dropped.
 --
--- Locks: CREATE/DROP INDEX CONCURRENTLY take SHARE UPDATE EXCLUSIVE (writes carry on); adding the
--- foreign key NOT VALID takes SHARE ROW EXCLUSIVE on both tables for a moment, without a scan;
--- VALIDATE CONSTRAINT scans the outbox under SHARE UPDATE EXCLUSIVE (writes carry on); dropping a
--- foreign key takes ACCESS EXCLUSIVE on both tables for the catalog update only, as 00035's drop
--- (it waits for every open transaction that touched either table, and writes queue behind it
--- meanwhile). Hence NO TRANSACTION, as 00026: a run interrupted half way is run again from the
--- start (every step is idempotent).
+-- Locks: CREATE/DROP INDEX CONCURRENTLY take SHARE UPDATE EXCLUSIVE (writes carry on); the swap
+-- of the foreign keys takes ACCESS EXCLUSIVE on both tables for the catalog update only, as
+-- 00035's drop, within a 10 s lock timeout; VALIDATE CONSTRAINT scans the outbox under SHARE
+-- UPDATE EXCLUSIVE (writes carry on). Hence NO TRANSACTION, as 00026: a run that failed half way
+-- (a lock timeout, a cancel) is run again from the start; every step is idempotent, and a run
+-- again swaps the keys again.
 
 -- +goose NO TRANSACTION
 -- +goose Up
@@ -333,26 +332,52 @@ END;
 $$;
 -- +goose StatementEnd
 
--- A run interrupted after the key was added drops it first: the index below cannot be rebuilt
--- while a foreign key depends on it.
-ALTER TABLE public.control_plane_outbox DROP CONSTRAINT IF EXISTS control_plane_outbox_attempt_of_run_fkey;
-DROP INDEX CONCURRENTLY IF EXISTS public.execution_attempts_run_attempt_key;
-CREATE UNIQUE INDEX CONCURRENTLY execution_attempts_run_attempt_key ON public.execution_attempts (release_run_id, id);
-ALTER TABLE public.control_plane_outbox ADD CONSTRAINT control_plane_outbox_attempt_of_run_fkey
-    FOREIGN KEY (release_run_id, execution_attempt_id) REFERENCES public.execution_attempts (release_run_id, id) NOT VALID;
+-- The new key's unique index (kept when a run interrupted later built it; an interrupted build
+-- leaves it INVALID, and the migration stops and says what to do, as 00035 does).
+CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS execution_attempts_run_attempt_key ON public.execution_attempts (release_run_id, id);
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_index i
+               WHERE i.indexrelid = 'public.execution_attempts_run_attempt_key'::pg_catalog.regclass AND NOT i.indisvalid) THEN
+        RAISE EXCEPTION 'execution_attempts_run_attempt_key is INVALID (its build was interrupted): run DROP INDEX CONCURRENTLY public.execution_attempts_run_attempt_key, then migrate again';
+    END IF;
+END;
+$$;
+-- +goose StatementEnd
+-- The keys swapped in one statement: one ACCESS EXCLUSIVE acquisition on both tables (the drop
+-- of a foreign key locks the table it references too), for the catalog update only. It waits
+-- for every open transaction that touched either table, and writes queue behind it meanwhile:
+-- the lock timeout bounds that wait (the migration then fails, and is run again). The new key is
+-- enforced for every write from here; VALIDATE checks the existing rows without that lock.
+-- +goose StatementBegin
+BEGIN;
+SET LOCAL lock_timeout = '10s';
+ALTER TABLE public.control_plane_outbox
+    DROP CONSTRAINT IF EXISTS control_plane_outbox_execution_attempt_id_fkey,
+    DROP CONSTRAINT IF EXISTS control_plane_outbox_attempt_of_run_fkey,
+    ADD CONSTRAINT control_plane_outbox_attempt_of_run_fkey FOREIGN KEY (release_run_id, execution_attempt_id)
+        REFERENCES public.execution_attempts (release_run_id, id) NOT VALID;
+COMMIT;
+-- +goose StatementEnd
 ALTER TABLE public.control_plane_outbox VALIDATE CONSTRAINT control_plane_outbox_attempt_of_run_fkey;
-ALTER TABLE public.control_plane_outbox DROP CONSTRAINT IF EXISTS control_plane_outbox_execution_attempt_id_fkey;
 DROP INDEX CONCURRENTLY IF EXISTS public.control_plane_outbox_execution_attempt_idx;
 
 -- +goose Down
 DROP INDEX CONCURRENTLY IF EXISTS public.control_plane_outbox_execution_attempt_idx;
 CREATE INDEX CONCURRENTLY control_plane_outbox_execution_attempt_idx ON public.control_plane_outbox (execution_attempt_id)
     WHERE execution_attempt_id IS NOT NULL;
-ALTER TABLE public.control_plane_outbox DROP CONSTRAINT IF EXISTS control_plane_outbox_execution_attempt_id_fkey;
-ALTER TABLE public.control_plane_outbox ADD CONSTRAINT control_plane_outbox_execution_attempt_id_fkey
-    FOREIGN KEY (execution_attempt_id) REFERENCES public.execution_attempts (id) NOT VALID;
+-- +goose StatementBegin
+BEGIN;
+SET LOCAL lock_timeout = '10s';
+ALTER TABLE public.control_plane_outbox
+    DROP CONSTRAINT IF EXISTS control_plane_outbox_attempt_of_run_fkey,
+    DROP CONSTRAINT IF EXISTS control_plane_outbox_execution_attempt_id_fkey,
+    ADD CONSTRAINT control_plane_outbox_execution_attempt_id_fkey FOREIGN KEY (execution_attempt_id)
+        REFERENCES public.execution_attempts (id) NOT VALID;
+COMMIT;
+-- +goose StatementEnd
 ALTER TABLE public.control_plane_outbox VALIDATE CONSTRAINT control_plane_outbox_execution_attempt_id_fkey;
-ALTER TABLE public.control_plane_outbox DROP CONSTRAINT IF EXISTS control_plane_outbox_attempt_of_run_fkey;
 DROP INDEX CONCURRENTLY IF EXISTS public.execution_attempts_run_attempt_key;
 
 -- +goose StatementBegin
