@@ -308,11 +308,13 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	defer d.metrics.inFlight.Dec()
 
 	var outcome string
-	p, perr := decodePayload(e.Payload)
+	var p payload // decoded for a delivery, not for a deferral
 	if !d.limiter.acquire(e.InstallationID) {
 		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
 	} else {
+		var perr error
+		p, perr = decodePayload(e.Payload)
 		outcome = d.deliver(ctx, e, p, perr)
 		d.limiter.release(e.InstallationID)
 	}
