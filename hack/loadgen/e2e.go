@@ -105,20 +105,14 @@ func runE2E(args []string) error {
 	// completions (one per finished run) rather than counting rows: the load tool's own queries
 	// would otherwise be a few per cent of PostgreSQL's CPU, growing with the tables. The
 	// database has the last word below.
-	// A run blocked on an effect that needs an operator (a dispatch that may have been delivered
-	// goes to reconciliation) never completes its check run: every 5 s the wait also asks the
-	// database for such effects (an index-only count), and the load ends when every run is
-	// terminal or blocked, rather than at the timeout.
 	if *dispatcherMetrics != "" {
-		for i := 1; ctx.Err() == nil && scrapeCounter(*dispatcherMetrics, completedCheckRuns) < float64(*runs-int(failures)); i++ {
-			if i%25 == 0 {
-				if n, err := needOperator(ctx, conn); err != nil || n > 0 {
-					break
-				}
-			}
+		for ctx.Err() == nil && scrapeCounter(*dispatcherMetrics, completedCheckRuns) < float64(*runs-int(failures)) {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+	// A run blocked on an effect that needs an operator (a dispatch that may have been delivered
+	// goes to reconciliation) never becomes terminal: the load ends when every run is terminal or
+	// blocked, rather than at the timeout, and says how many effects need an operator.
 	for {
 		var terminal, blocked, open int
 		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
