@@ -51,13 +51,6 @@ type e2eResult struct {
 	NeedOperator int `json:"effects_needing_an_operator"`
 }
 
-// needOperator counts the effects an operator must resolve.
-func needOperator(ctx context.Context, conn *pgx.Conn) (int, error) {
-	var n int
-	err := conn.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE status IN ('dead_letter', 'reconciliation_required')`).Scan(&n)
-	return n, err
-}
-
 func runE2E(args []string) error {
 	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
 	ingestURL := fs.String("ingest-url", "http://127.0.0.1:18080/webhook", "ingest webhook URL")
@@ -138,11 +131,9 @@ func runE2E(args []string) error {
 		(SELECT count(*) FROM (SELECT a.id FROM execution_attempts a LEFT JOIN control_plane_outbox o
 			ON o.release_run_id = a.release_run_id AND o.execution_attempt_id = a.id
 				AND o.effect_type = 'github.workflow.dispatch' AND o.status = 'completed'
-			GROUP BY a.id HAVING count(o.id) <> 1) x)`).
-		Scan(&res.ReleaseRuns, &res.Webhooks, &res.Effects, &res.NotTerminal, &res.ExactlyOnceFail); err != nil {
-		return err
-	}
-	if res.NeedOperator, err = needOperator(ctx, conn); err != nil {
+			GROUP BY a.id HAVING count(o.id) <> 1) x),
+		(SELECT count(*) FROM control_plane_outbox WHERE status IN ('dead_letter', 'reconciliation_required'))`).
+		Scan(&res.ReleaseRuns, &res.Webhooks, &res.Effects, &res.NotTerminal, &res.ExactlyOnceFail, &res.NeedOperator); err != nil {
 		return err
 	}
 	res.RunsPerSecond = float64(res.ReleaseRuns) / res.Seconds
