@@ -135,8 +135,8 @@ func Locks(sql string) []Lock {
 			}
 			if rule.mode != "" && len(m) > 1 {
 				out = append(out, Lock{Table: strings.TrimPrefix(m[1], "public."), Mode: rule.mode, Scans: rule.scans, Statement: firstLine(stmt)})
-				// A foreign key added or dropped locks the table it references as strongly (its
-				// triggers are there); a constraint dropped by name is read as one, to be safe.
+				// A statement that names a foreign key's table (REFERENCES) locks that table as
+				// strongly: the key's triggers are there. A key dropped by name alone is not seen.
 				if r := references.FindStringSubmatch(stmt); r != nil && alterTable.MatchString(stmt) {
 					out = append(out, Lock{Table: strings.TrimPrefix(r[1], "public."), Mode: rule.mode, Statement: firstLine(stmt)})
 				}
