@@ -99,9 +99,9 @@ func checkRunExternalID(e outbox.Effect, p payload) (string, []string) {
 // deliver performs one effect, whose payload decoded to p (or failed to, perr), and records its
 // transition. It returns the outcome.
 func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, perr error) string {
-	if err := perr; err != nil || p.RepositoryFullName == "" {
+	if perr != nil || p.RepositoryFullName == "" {
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
-			fmt.Sprintf("payload cannot be delivered: %v", firstErr(err, errors.New("no repository")))), OutcomeDeadLetter))
+			fmt.Sprintf("payload cannot be delivered: %v", firstErr(perr, errors.New("no repository")))), OutcomeDeadLetter))
 	}
 	// A workflow dispatch records its start durably, immediately before its request: the line
 	// after which it is never blindly retried. Replay-safe effects had theirs recorded by the claim.
