@@ -106,7 +106,7 @@ func TestBatchCompletionPlannedPerCall(t *testing.T) {
 var (
 	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off", "jit=off"}
 	batchTransitions = []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
-		"boardreadyops_outbox_complete_check_run_complete_batch"}
+		"boardreadyops_outbox_complete_check_run_complete_batch", "boardreadyops_outbox_complete_check_run_create_batch"}
 )
 
 // TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run
@@ -161,5 +161,112 @@ func TestOutboxBatchTransitionsPlannedOnce(t *testing.T) {
 	}
 	if n, most := rowsRead(t, tx, "control_plane_outbox")-before, 5*8*(4+2); n > most {
 		t.Errorf("5 batches of 8 read %d rows of control_plane_outbox (5,088 rows), want at most %d", n, most)
+	}
+}
+
+// TestCheckRunCreateBatchPlannedOnce: the check-run creations' batch (migration 00050) reads only
+// its own effects, runs, attempts and repositories, by their keys, after the tables have grown,
+// however small they were when the connection first ran it. It runs with the other batch
+// transitions' settings (one generic plan that may only probe indexes: TestBatchCompletionPlannedPerCall).
+func TestCheckRunCreateBatchPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `
+		ALTER TABLE control_plane_outbox SET (autovacuum_enabled = false);
+		ALTER TABLE release_runs SET (autovacuum_enabled = false);
+		ALTER TABLE execution_attempts SET (autovacuum_enabled = false);
+		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// pending adds release runs v<from>..v<from+n-1> as lifecycle creates them: check_pending,
+	// attempt 1 pending, the check-run creation enqueued.
+	pending := func(from, n int) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `
+			WITH r AS (
+				INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+				SELECT 1, 1, 'refs/tags/v' || g, repeat('a', 40), 'boardreadyops-release.yml', 'check_pending'
+				FROM generate_series($1::int, $1 + $2 - 1) g RETURNING id
+			), a AS (
+				INSERT INTO execution_attempts (release_run_id, number) SELECT id, 1 FROM r
+			)
+			INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id)
+			SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', id, 1 FROM r`, from, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// create leases eight check-run creations and completes them in one batch; in a transaction
+	// it adds the rows the batch read to read.
+	tables := []string{"control_plane_outbox", "release_runs", "execution_attempts", "repositories"}
+	read := map[string]int{}
+	create := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}) {
+		t.Helper()
+		tx, _ := q.(pgx.Tx)
+		rows, err := q.Query(ctx, `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute'
+			WHERE id IN (SELECT id FROM control_plane_outbox WHERE status = 'available' AND effect_type = 'github.check_run.create' ORDER BY id LIMIT 8)
+			RETURNING id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) != 8 {
+			t.Fatalf("leased %d effects (%v), want 8", len(ids), err)
+		}
+		checkRuns := make([]int64, len(ids))
+		for i := range ids {
+			checkRuns[i] = 1000 + ids[i]
+		}
+		before := map[string]int{}
+		for _, table := range tables {
+			if tx != nil {
+				before[table] = rowsRead(t, tx, table)
+			}
+		}
+		rows, err = q.Query(ctx, `SELECT dispatch_id FROM boardreadyops_outbox_complete_check_run_create_batch($1, $2, 'w')`, ids, checkRuns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dispatches, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(dispatches) != 8 {
+			t.Fatalf("completed %d creations (%v), want 8", len(dispatches), err)
+		}
+		for _, table := range tables {
+			if tx != nil {
+				read[table] += rowsRead(t, tx, table) - before[table]
+			}
+		}
+	}
+	if _, err := conn.Exec(ctx, `SELECT FROM boardreadyops_outbox_complete_check_run_create_batch('{}', '{}', 'w')`); err != nil {
+		t.Fatal(err)
+	}
+	pending(1, 88)
+	for range 10 {
+		create(conn)
+	}
+	pending(100, 5000)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	for range 5 {
+		create(tx)
+	}
+	for _, table := range tables {
+		n := read[table]
+		t.Logf("%s: %d rows read", table, n)
+		// Each run's rows at most four times: its lock, its update and the foreign-key checks.
+		if most := 5 * 8 * 4; n > most {
+			t.Errorf("5 batches of 8 read %d rows of %s (5,088 runs), want at most %d", n, table, most)
+		}
 	}
 }

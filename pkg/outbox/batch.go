@@ -14,14 +14,24 @@ import (
 // through done (classified like the direct methods) when the batch is sent; a failing one also
 // fails the batch, whose committer then runs each transition on its own.
 //
-// Check-run completions and delivery starts of one worker share one set-based statement per
-// batch (boardreadyops_outbox_complete_check_run_complete_batch, ..._start_..._delivery_batch); an id
-// that statement leaves out — lease gone, wrong type — runs again alone through the single-row
-// function, whose error is its exact outcome.
+// Check-run creations, check-run completions and delivery starts of one worker share one
+// set-based statement per batch (boardreadyops_outbox_complete_check_run_create_batch,
+// ..._complete_check_run_complete_batch, ..._start_delivery_batch); an id that statement leaves
+// out — lease gone, wrong type, a case only the single-row function handles — runs again alone
+// through the single-row function, whose error is its exact outcome.
 
 // QueueCompleteCheckRunCreate queues CompleteCheckRunCreate; done receives the enqueued dispatch
-// id (0 when none).
+// id (0 when none). The creations of one worker in a batch share one set-based statement
+// (boardreadyops_outbox_complete_check_run_create_batch, migration 00050), which carries out the
+// common case; an effect it leaves out runs alone through the single-row function.
 func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, worker string, checkRunID int64, done func(dispatchID int64, err error)) {
+	const function = "boardreadyops_outbox_complete_check_run_create_batch"
+	if set, ok := b.Join(function+"\x00"+worker, func() groupcommit.Set {
+		return &createSet{worker: worker, now: s.now(), done: map[int64]func(int64, error){}}
+	}); ok {
+		set.(*createSet).add(id, checkRunID, done)
+		return
+	}
 	b.Queue(`SELECT boardreadyops_outbox_complete_check_run_create($1, $2, $3, $4)`, id, worker, checkRunID, s.now()).QueryRow(func(row pgx.Row) error {
 		var dispatchID *int64
 		if err := row.Scan(&dispatchID); err != nil {
@@ -172,6 +182,65 @@ func (s *idSet) fail(err error) error {
 	err = fmt.Errorf("%s: %w", s.function, sqlstate.Classify(err))
 	for _, id := range s.ids {
 		s.done[id](err)
+	}
+	return err
+}
+
+// createSet is one boardreadyops_outbox_complete_check_run_create_batch call: the check-run
+// creations it completed, each with the dispatch it enqueued.
+type createSet struct {
+	worker      string
+	now         any
+	ids         []int64
+	checkRunIDs []int64
+	done        map[int64]func(int64, error)
+}
+
+func (s *createSet) add(id, checkRunID int64, done func(int64, error)) {
+	if prev, dup := s.done[id]; dup {
+		// As idSet.add: the second request for one effect runs alone.
+		s.done[id] = func(n int64, err error) { prev(n, err); done(0, groupcommit.ErrAlone) }
+		return
+	}
+	s.ids = append(s.ids, id)
+	s.checkRunIDs = append(s.checkRunIDs, checkRunID)
+	s.done[id] = done
+}
+
+func (s *createSet) Queue(b *pgx.Batch) {
+	b.Queue(`SELECT id, dispatch_id FROM boardreadyops_outbox_complete_check_run_create_batch($1, $2, $3, $4)`,
+		s.ids, s.checkRunIDs, s.worker, s.now).Query(func(rows pgx.Rows) error {
+		got := make(map[int64]int64, len(s.ids))
+		for rows.Next() {
+			var id int64
+			var dispatchID *int64
+			if err := rows.Scan(&id, &dispatchID); err != nil {
+				rows.Close()
+				return s.fail(err)
+			}
+			got[id] = 0
+			if dispatchID != nil {
+				got[id] = *dispatchID
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return s.fail(err)
+		}
+		for _, id := range s.ids {
+			if dispatchID, ok := got[id]; ok {
+				s.done[id](dispatchID, nil)
+			} else {
+				s.done[id](0, groupcommit.ErrAlone)
+			}
+		}
+		return nil
+	})
+}
+
+func (s *createSet) fail(err error) error {
+	err = fmt.Errorf("boardreadyops_outbox_complete_check_run_create_batch: %w", sqlstate.Classify(err))
+	for _, id := range s.ids {
+		s.done[id](0, err)
 	}
 	return err
 }

@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"reflect"
 	"strings"
@@ -238,5 +239,106 @@ func TestQueuedDispatchCompletionLinksItsRunInOneStatement(t *testing.T) {
 				t.Fatalf("page stored %q, linked by the running update %q, started %v; want %q", stored, linked, started, tt.want)
 			}
 		})
+	}
+}
+
+// Check-run creations of one batch share one set-based statement (migration 00050) that makes
+// exactly the writes of the single-row function; the ones it leaves out run alone: a stale worker
+// and the wrong effect type get their exact errors, a run whose dispatches are paused completes
+// alone and its check run says so, without undoing the others.
+func TestQueuedCheckRunCreationsShareOneStatement(t *testing.T) {
+	t.Parallel()
+	ctx, b, c, tr := setupCommitter(t)
+	const traceparent = "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01"
+	type created struct {
+		r  run
+		id int64
+	}
+	create := func(worker string) created {
+		r := createRun(t, ctx, b)
+		id, inserted, err := b.store.Enqueue(ctx, b.pool, outbox.NewEffect{
+			EffectType: outbox.EffectCheckRunCreate, ReleaseRunID: r.ID, InstallationID: r.InstallationID,
+			Payload: map[string]any{"release_run_id": r.ID, "head_sha": "aaaa"}, Traceparent: traceparent,
+		})
+		if err != nil || !inserted {
+			t.Fatalf("enqueue: %d %v %v", id, inserted, err)
+		}
+		claimOne(t, ctx, b, worker, id)
+		return created{r, id}
+	}
+	good := []created{create("w1"), create("w1"), create("w1")}
+	theirs := create("w2")
+	paused := create("w1")
+	if _, err := b.pool.Exec(ctx, `SELECT boardreadyops_outbox_pause_dispatches($1, 'alice', 'GitHub incident')`, paused.r.InstallationID); err != nil {
+		t.Fatal(err)
+	}
+	update := enqueueCompletion(t, ctx, b)
+	claimOne(t, ctx, b, "w1", update)
+	alone := create("w1") // completed by the single-row function, for comparison
+
+	dispatches := map[int64]int64{}
+	complete := func(id int64, worker string, checkRunID int64) func(*groupcommit.Batch, func(error)) {
+		return func(batch *groupcommit.Batch, report func(error)) {
+			b.store.QueueCompleteCheckRunCreate(batch, id, worker, checkRunID, func(n int64, err error) { dispatches[id] = n; report(err) })
+		}
+	}
+	errs := c.CommitTogether(complete(good[0].id, "w1", 501), complete(theirs.id, "w1", 502), complete(good[1].id, "w1", 503),
+		complete(paused.id, "w1", 504), complete(update, "w1", 505), complete(good[2].id, "w1", 506))
+	for _, i := range []int{0, 2, 3, 5} {
+		if errs[i] != nil {
+			t.Errorf("completion %d: %v", i, errs[i])
+		}
+	}
+	if !errors.Is(errs[1], sqlstate.ErrLeaseNotHeld) {
+		t.Errorf("another worker's lease: %v, want ErrLeaseNotHeld", errs[1])
+	}
+	if !errors.Is(errs[4], sqlstate.ErrWrongEffectType) {
+		t.Errorf("check-run update: %v, want ErrWrongEffectType", errs[4])
+	}
+	want := "[[boardreadyops_outbox_complete_check_run_create_batch] [boardreadyops_outbox_complete_check_run_create]" +
+		" [boardreadyops_outbox_complete_check_run_create] [boardreadyops_outbox_complete_check_run_create]]"
+	if got := tr.Functions(); got != want {
+		t.Fatalf("batches %s\nwant    %s", got, want)
+	}
+	wantStatus(t, ctx, b, theirs.id, outbox.StatusLeased)
+	wantStatus(t, ctx, b, update, outbox.StatusLeased)
+	if errs := c.CommitTogether(complete(alone.id, "w1", 507)); errs[0] != nil {
+		t.Fatalf("completion alone: %v", errs[0])
+	}
+
+	// What the batch wrote for a run, with its ids named, is what the single-row function wrote.
+	written := func(cr created, checkRunID int64) string {
+		t.Helper()
+		var s string
+		if err := b.pool.QueryRow(ctx, `
+			SELECT jsonb_build_object(
+				'run', (SELECT to_jsonb(r) - 'id' - 'created_at' FROM release_runs r WHERE r.id = $1),
+				'attempt', (SELECT to_jsonb(a) - 'id' - 'created_at' FROM execution_attempts a WHERE a.release_run_id = $1),
+				'effects', (SELECT jsonb_agg(to_jsonb(o) - 'id' - 'superseded_by' ORDER BY o.id) FROM control_plane_outbox o WHERE o.release_run_id = $1))::text`,
+			cr.r.ID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.NewReplacer(cr.r.ID, "RUN", cr.r.AttemptID, "ATTEMPT", fmt.Sprint(cr.r.InstallationID), "INSTALLATION",
+			fmt.Sprint(cr.r.RepositoryID), "REPOSITORY", fmt.Sprint(checkRunID), "CHECKRUN").Replace(s)
+	}
+	reference := written(alone, 507)
+	for i, cr := range []created{good[0], good[1], good[2]} {
+		checkRunID := []int64{501, 503, 506}[i]
+		if dispatches[cr.id] == 0 {
+			t.Errorf("run %d: no dispatch id reported", i)
+		} else if e := wantStatus(t, ctx, b, dispatches[cr.id], outbox.StatusAvailable); e.EffectType != outbox.EffectWorkflowDispatch {
+			t.Errorf("run %d: dispatch %d is a %s", i, e.ID, e.EffectType)
+		}
+		if got := written(cr, checkRunID); got != reference {
+			t.Errorf("run %d, by the batch:\n%s\nby the single-row function:\n%s", i, got, reference)
+		}
+	}
+	var notice string
+	if err := b.pool.QueryRow(ctx, `SELECT coalesce(max(payload->>'notice'), '') FROM control_plane_outbox
+		WHERE release_run_id = $1 AND effect_type = 'github.check_run.complete'`, paused.r.ID).Scan(&notice); err != nil {
+		t.Fatal(err)
+	}
+	if dispatches[paused.id] == 0 || !strings.Contains(notice, "GitHub incident") {
+		t.Errorf("paused run: dispatch %d, check-run notice %q", dispatches[paused.id], notice)
 	}
 }
