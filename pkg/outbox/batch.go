@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,22 +15,19 @@ import (
 // through done (classified like the direct methods) when the batch is sent; a failing one also
 // fails the batch, whose committer then runs each transition on its own.
 //
-// Check-run creations, check-run completions and delivery starts of one worker share one
-// set-based statement per batch (boardreadyops_outbox_complete_check_run_create_batch,
-// ..._complete_check_run_complete_batch, ..._start_delivery_batch); an id that statement leaves
-// out — lease gone, wrong type, a case only the single-row function handles — runs again alone
-// through the single-row function, whose error is its exact outcome.
+// Check-run creations, workflow-dispatch completions, check-run completions and delivery starts
+// of one worker share one set-based call per batch (boardreadyops_outbox_complete_check_run_create_batch,
+// ..._complete_workflow_dispatch_batch, ..._complete_check_run_complete_batch,
+// ..._start_delivery_batch); an id that call leaves out — lease gone, wrong type, a case only the
+// single-row function handles — runs again alone through the single-row function, whose error
+// is its exact outcome.
 
 // QueueCompleteCheckRunCreate queues CompleteCheckRunCreate; done receives the enqueued dispatch
 // id (0 when none). The creations of one worker in a batch share one set-based statement
 // (boardreadyops_outbox_complete_check_run_create_batch, migration 00050), which carries out the
 // common case; an effect it leaves out runs alone through the single-row function.
 func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, worker string, checkRunID int64, done func(dispatchID int64, err error)) {
-	const function = "boardreadyops_outbox_complete_check_run_create_batch"
-	if set, ok := b.Join(function+"\x00"+worker, func() groupcommit.Set {
-		return &createSet{worker: worker, now: s.now(), done: map[int64]func(int64, error){}}
-	}); ok {
-		set.(*createSet).add(id, checkRunID, done)
+	if s.joinSet(b, "boardreadyops_outbox_complete_check_run_create_batch", true, worker, id, done, checkRunID) {
 		return
 	}
 	b.Queue(`SELECT boardreadyops_outbox_complete_check_run_create($1, $2, $3, $4)`, id, worker, checkRunID, s.now()).QueryRow(func(row pgx.Row) error {
@@ -49,9 +47,15 @@ func (s *Store) QueueCompleteCheckRunCreate(b *groupcommit.Batch, id int64, work
 }
 
 // QueueCompleteWorkflowDispatch queues CompleteWorkflowDispatch with the run's page GitHub
-// returned ("" when none), so that the check-run update the completion enqueues links to it: one
-// statement (boardreadyops_outbox_complete_workflow_dispatch_with_run, migration 00042).
+// returned ("" when none), so that the check-run update the completion enqueues links to it. The
+// completions of one worker in a batch share one set-based call
+// (boardreadyops_outbox_complete_workflow_dispatch_batch, migration 00051), which carries out the
+// common case; one it leaves out runs alone through the single-row function
+// (boardreadyops_outbox_complete_workflow_dispatch_with_run, migration 00042).
 func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, worker string, workflowRunID int64, workflowRunURL string, done func(error)) {
+	if s.joinSet(b, "boardreadyops_outbox_complete_workflow_dispatch_batch", false, worker, id, errOnly(done), workflowRunID, nullIfEmpty(workflowRunURL)) {
+		return
+	}
 	queueVoid(b, "complete workflow dispatch", id, done,
 		`SELECT 1 FROM boardreadyops_outbox_complete_workflow_dispatch_with_run($1, $2, $3, $4, $5)`,
 		id, worker, workflowRunID, nullIfEmpty(workflowRunURL), s.now())
@@ -90,7 +94,7 @@ func (s *Store) QueueCompleteCollaboratorPermissionRead(b *groupcommit.Batch, id
 
 // QueueCompleteCheckRunComplete queues CompleteCheckRunComplete.
 func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, worker string, done func(error)) {
-	if s.join(b, "boardreadyops_outbox_complete_check_run_complete_batch", worker, id, done) {
+	if s.joinSet(b, "boardreadyops_outbox_complete_check_run_complete_batch", false, worker, id, errOnly(done)) {
 		return
 	}
 	queueVoid(b, "complete check run completion", id, done,
@@ -100,7 +104,7 @@ func (s *Store) QueueCompleteCheckRunComplete(b *groupcommit.Batch, id int64, wo
 // QueueStartDelivery queues StartDelivery: the caller may send the request only after the batch
 // committed without error for it.
 func (s *Store) QueueStartDelivery(b *groupcommit.Batch, id int64, worker string, done func(error)) {
-	if s.join(b, "boardreadyops_outbox_start_delivery_batch", worker, id, done) {
+	if s.joinSet(b, "boardreadyops_outbox_start_delivery_batch", false, worker, id, errOnly(done)) {
 		return
 	}
 	queueVoid(b, "start delivery of effect", id, done,
@@ -120,115 +124,95 @@ func queueVoid(b *groupcommit.Batch, what string, id int64, done func(error), sq
 	})
 }
 
-// join adds id to the batch's set for function and worker; false when the request runs alone.
-func (s *Store) join(b *groupcommit.Batch, function, worker string, id int64, done func(error)) bool {
+// joinSet adds id, with its own arguments (each an int64 or a *string), to the batch's set for
+// function and worker; false when the request runs alone. withValue: the function returns a
+// value with each id (RETURNS TABLE (id, value)), else only the ids (SETOF bigint).
+func (s *Store) joinSet(b *groupcommit.Batch, function string, withValue bool, worker string, id int64, done func(value int64, err error), args ...any) bool {
 	set, ok := b.Join(function+"\x00"+worker, func() groupcommit.Set {
-		return &idSet{function: function, worker: worker, now: s.now(), done: map[int64]func(error){}}
+		return &rowSet{function: function, withValue: withValue, worker: worker, now: s.now(), args: make([]any, len(args)),
+			done: map[int64]func(int64, error){}}
 	})
 	if !ok {
 		return false
 	}
-	set.(*idSet).add(id, done)
+	set.(*rowSet).add(id, done, args)
 	return true
 }
 
-// idSet is one set-based call, `SELECT id FROM function(ids, worker, now)`, returning the ids it
-// transitioned.
-type idSet struct {
-	function string
-	worker   string
-	now      any
-	ids      []int64
-	done     map[int64]func(error)
+func errOnly(done func(error)) func(int64, error) {
+	return func(_ int64, err error) { done(err) }
 }
 
-func (s *idSet) add(id int64, done func(error)) {
+// rowSet is one set-based call, `function(ids, per-id argument arrays…, worker, now)`, returning
+// the ids it carried out (with a value each when withValue: a nullable bigint, reported as 0 when
+// NULL). An id it does not return is reported ErrAlone.
+type rowSet struct {
+	function  string
+	withValue bool
+	worker    string
+	now       any
+	ids       []int64
+	args      []any // one array per argument: []int64 or []*string
+	done      map[int64]func(int64, error)
+}
+
+func (s *rowSet) add(id int64, done func(int64, error), args []any) {
 	if prev, dup := s.done[id]; dup {
 		// The same effect twice in one batch cannot happen (one transition in flight per lease);
 		// if it did, the second runs alone rather than being reported done by the first's row.
-		s.done[id] = func(err error) { prev(err); done(groupcommit.ErrAlone) }
-		return
-	}
-	s.ids = append(s.ids, id)
-	s.done[id] = done
-}
-
-func (s *idSet) Queue(b *pgx.Batch) {
-	b.Queue(`SELECT id FROM `+s.function+`($1, $2, $3) AS t(id)`, s.ids, s.worker, s.now).Query(func(rows pgx.Rows) error {
-		got := make(map[int64]bool, len(s.ids))
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return s.fail(err)
-			}
-			got[id] = true
-		}
-		if err := rows.Err(); err != nil {
-			return s.fail(err)
-		}
-		for _, id := range s.ids {
-			if got[id] {
-				s.done[id](nil)
-			} else {
-				s.done[id](groupcommit.ErrAlone)
-			}
-		}
-		return nil
-	})
-}
-
-func (s *idSet) fail(err error) error {
-	err = fmt.Errorf("%s: %w", s.function, sqlstate.Classify(err))
-	for _, id := range s.ids {
-		s.done[id](err)
-	}
-	return err
-}
-
-// createSet is one boardreadyops_outbox_complete_check_run_create_batch call: the check-run
-// creations it completed, each with the dispatch it enqueued.
-type createSet struct {
-	worker      string
-	now         any
-	ids         []int64
-	checkRunIDs []int64
-	done        map[int64]func(int64, error)
-}
-
-func (s *createSet) add(id, checkRunID int64, done func(int64, error)) {
-	if prev, dup := s.done[id]; dup {
-		// As idSet.add: the second request for one effect runs alone.
 		s.done[id] = func(n int64, err error) { prev(n, err); done(0, groupcommit.ErrAlone) }
 		return
 	}
 	s.ids = append(s.ids, id)
-	s.checkRunIDs = append(s.checkRunIDs, checkRunID)
+	for i, a := range args {
+		switch v := a.(type) {
+		case int64:
+			col, _ := s.args[i].([]int64)
+			s.args[i] = append(col, v)
+		case *string:
+			col, _ := s.args[i].([]*string)
+			s.args[i] = append(col, v)
+		default:
+			panic(fmt.Sprintf("outbox: %s argument %d of type %T", s.function, i, a))
+		}
+	}
 	s.done[id] = done
 }
 
-func (s *createSet) Queue(b *pgx.Batch) {
-	b.Queue(`SELECT id, dispatch_id FROM boardreadyops_outbox_complete_check_run_create_batch($1, $2, $3, $4)`,
-		s.ids, s.checkRunIDs, s.worker, s.now).Query(func(rows pgx.Rows) error {
+func (s *rowSet) Queue(b *pgx.Batch) {
+	args := append(append([]any{s.ids}, s.args...), s.worker, s.now)
+	params := make([]string, len(args))
+	for i := range args {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	columns := "t(id)"
+	if s.withValue {
+		columns = "t(id, value)"
+	}
+	b.Queue(`SELECT * FROM `+s.function+`(`+strings.Join(params, ", ")+`) AS `+columns, args...).Query(func(rows pgx.Rows) error {
 		got := make(map[int64]int64, len(s.ids))
 		for rows.Next() {
 			var id int64
-			var dispatchID *int64
-			if err := rows.Scan(&id, &dispatchID); err != nil {
+			var value *int64
+			dest := []any{&id}
+			if s.withValue {
+				dest = append(dest, &value)
+			}
+			if err := rows.Scan(dest...); err != nil {
 				rows.Close()
 				return s.fail(err)
 			}
 			got[id] = 0
-			if dispatchID != nil {
-				got[id] = *dispatchID
+			if value != nil {
+				got[id] = *value
 			}
 		}
 		if err := rows.Err(); err != nil {
 			return s.fail(err)
 		}
 		for _, id := range s.ids {
-			if dispatchID, ok := got[id]; ok {
-				s.done[id](dispatchID, nil)
+			if value, ok := got[id]; ok {
+				s.done[id](value, nil)
 			} else {
 				s.done[id](0, groupcommit.ErrAlone)
 			}
@@ -237,8 +221,8 @@ func (s *createSet) Queue(b *pgx.Batch) {
 	})
 }
 
-func (s *createSet) fail(err error) error {
-	err = fmt.Errorf("boardreadyops_outbox_complete_check_run_create_batch: %w", sqlstate.Classify(err))
+func (s *rowSet) fail(err error) error {
+	err = fmt.Errorf("%s: %w", s.function, sqlstate.Classify(err))
 	for _, id := range s.ids {
 		s.done[id](0, err)
 	}

@@ -342,3 +342,105 @@ func TestQueuedCheckRunCreationsShareOneStatement(t *testing.T) {
 		t.Errorf("paused run: dispatch %d, check-run notice %q", dispatches[paused.id], notice)
 	}
 }
+
+// Workflow-dispatch completions of one batch share one set-based call (migration 00051) that
+// makes exactly the writes of the single-row function, the check-run update it enqueues
+// included; the ones it leaves out run alone and get their exact errors — a stale worker, a
+// delivery never started, a workflow run that belongs to another attempt — without undoing the
+// others.
+func TestQueuedDispatchCompletionsShareOneCall(t *testing.T) {
+	t.Parallel()
+	ctx, b, c, tr := setupCommitter(t)
+	type dispatched struct {
+		r  run
+		id int64
+	}
+	dispatch := func(worker string, start bool) dispatched {
+		r := createRun(t, ctx, b)
+		id := dispatchFor(t, ctx, b, r)
+		claimOne(t, ctx, b, worker, id)
+		if start {
+			if _, err := b.store.StartDelivery(ctx, b.pool, id, worker); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dispatched{r, id}
+	}
+	complete := func(id int64, worker string, workflowRunID int64) func(*groupcommit.Batch, func(error)) {
+		return func(batch *groupcommit.Batch, report func(error)) {
+			b.store.QueueCompleteWorkflowDispatch(batch, id, worker, workflowRunID,
+				fmt.Sprintf("https://github.com/octo-org/repo/actions/runs/%d", workflowRunID), report)
+		}
+	}
+	// What the batch wrote for a run, with its ids named, is what the single-row function wrote.
+	written := func(d dispatched, workflowRunID int64) string {
+		t.Helper()
+		var s string
+		if err := b.pool.QueryRow(ctx, `
+			SELECT jsonb_build_object(
+				'run', (SELECT to_jsonb(r) - 'id' - 'created_at' FROM release_runs r WHERE r.id = $1),
+				'attempt', (SELECT to_jsonb(a) - 'id' - 'created_at' FROM execution_attempts a WHERE a.release_run_id = $1),
+				'page', (SELECT to_jsonb(w) FROM execution_attempt_workflow_runs w JOIN execution_attempts a ON a.id = w.execution_attempt_id
+				         WHERE a.release_run_id = $1),
+				'effects', (SELECT jsonb_agg(to_jsonb(o) - 'id' - 'superseded_by' ORDER BY o.id) FROM control_plane_outbox o WHERE o.release_run_id = $1))::text`,
+			d.r.ID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return strings.NewReplacer(d.r.ID, "RUN", d.r.AttemptID, "ATTEMPT", fmt.Sprint(d.r.InstallationID), "INSTALLATION",
+			fmt.Sprint(d.r.RepositoryID), "REPOSITORY", fmt.Sprint(workflowRunID), "WORKFLOWRUN").Replace(s)
+	}
+	alone := dispatch("w1", true) // completed by the single-row function, for comparison
+	if errs := c.CommitTogether(complete(alone.id, "w1", 9000)); errs[0] != nil {
+		t.Fatalf("completion alone: %v", errs[0])
+	}
+	reference := written(alone, 9000) // before the next claims deliver its check-run update
+	good := []dispatched{dispatch("w1", true), dispatch("w1", true), dispatch("w1", true)}
+	theirs := dispatch("w2", true)
+	unstarted := dispatch("w1", false)
+	taken := dispatch("w1", true) // names the workflow run of alone's attempt
+	tr.Reset()
+
+	errs := c.CommitTogether(complete(good[0].id, "w1", 9001), complete(theirs.id, "w1", 9002), complete(good[1].id, "w1", 9003),
+		complete(unstarted.id, "w1", 9004), complete(taken.id, "w1", 9000), complete(good[2].id, "w1", 9006))
+	for _, i := range []int{0, 2, 5} {
+		if errs[i] != nil {
+			t.Errorf("completion %d: %v", i, errs[i])
+		}
+	}
+	for i, want := range map[int]error{1: sqlstate.ErrLeaseNotHeld, 3: sqlstate.ErrIllegalState, 4: sqlstate.ErrCannotAdvance} {
+		if !errors.Is(errs[i], want) {
+			t.Errorf("completion %d: %v, want %v", i, errs[i], want)
+		}
+	}
+	want := "[[boardreadyops_outbox_complete_workflow_dispatch_batch] [boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
+		" [boardreadyops_outbox_complete_workflow_dispatch_with_run] [boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
+	if got := tr.Functions(); got != want {
+		t.Fatalf("batches %s\nwant    %s", got, want)
+	}
+	for _, d := range []dispatched{theirs, unstarted, taken} {
+		wantStatus(t, ctx, b, d.id, outbox.StatusLeased)
+	}
+
+	if !strings.Contains(reference, `"state": "running"`) {
+		t.Fatalf("the single-row function enqueued no running check-run update: %s", reference)
+	}
+	for i, d := range good {
+		if got := written(d, []int64{9001, 9003, 9006}[i]); got != reference {
+			t.Errorf("run %d, by the batch:\n%s\nby the single-row function:\n%s", i, got, reference)
+		}
+	}
+
+	// Two completions naming one workflow run fail the batch on the attempts' unique workflow run
+	// id; each then runs alone: the first is recorded, the second cannot advance.
+	first, second := dispatch("w1", true), dispatch("w1", true)
+	tr.Reset()
+	errs = c.CommitTogether(complete(first.id, "w1", 9100), complete(second.id, "w1", 9100))
+	if errs[0] != nil || !errors.Is(errs[1], sqlstate.ErrCannotAdvance) {
+		t.Errorf("one workflow run twice: %v, %v; want nil, ErrCannotAdvance", errs[0], errs[1])
+	}
+	want = "[[boardreadyops_outbox_complete_workflow_dispatch_batch] [boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
+		" [boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
+	if got := tr.Functions(); got != want {
+		t.Fatalf("batches %s\nwant    %s", got, want)
+	}
+}

@@ -55,6 +55,13 @@ func (b *Batches) Functions() string {
 	return "[" + strings.Join(parts, " ") + "]"
 }
 
+// Reset forgets the batches recorded so far.
+func (b *Batches) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.batches = nil
+}
+
 // TraceQueryStart implements pgx.QueryTracer (queries outside batches are not recorded).
 func (b *Batches) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
 	return ctx
