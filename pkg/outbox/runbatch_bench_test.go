@@ -1,0 +1,136 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
+)
+
+// BenchmarkRunTransitions: a group commit's check-run creations and workflow-dispatch
+// completions, 32 runs at a time on one connection, each run's single-row function pipelined in
+// one transaction ("alone", as before migrations 00050–00051) against the set-based call ("set").
+// Reports the PostgreSQL backend's CPU per run (pg-µs/run, from /proc: Linux, a local server)
+// besides the wall time; compare medians of -count N.
+//
+//	go test ./pkg/outbox -run '^$' -bench BenchmarkRunTransitions -count 5
+func BenchmarkRunTransitions(b *testing.B) {
+	const k = 32
+	for _, transition := range []string{"create", "dispatch"} {
+		for _, mode := range []string{"alone", "set"} {
+			b.Run(transition+"/"+mode, func(b *testing.B) {
+				ctx := context.Background()
+				pool := pgtest.NewPool(b)
+				conn, err := pool.Acquire(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.Release()
+				var pid int
+				if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+					b.Fatal(err)
+				}
+				backend := strconv.Itoa(pid)
+				mustExec(b, conn, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+					INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1')`)
+				var cpu float64
+				runs, next := 0, 0
+				b.ResetTimer()
+				for runs < b.N {
+					b.StopTimer()
+					ids := leaseRuns(b, conn, next, k, transition)
+					next += k
+					before, _ := proccpu.Process(backend, false)
+					b.StartTimer()
+					completeRuns(b, conn, transition, mode, ids)
+					b.StopTimer()
+					after, _ := proccpu.Process(backend, false)
+					cpu += after - before
+					runs += k
+					b.StartTimer()
+				}
+				b.ReportMetric(cpu*1e6/float64(runs), "pg-µs/run")
+			})
+		}
+	}
+}
+
+func mustExec(b *testing.B, conn *pgxpool.Conn, sql string, args ...any) {
+	b.Helper()
+	if _, err := conn.Exec(context.Background(), sql, args...); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// leaseRuns creates k release runs as lifecycle does (check_pending, attempt 1, the check-run
+// creation) and leases their creations to worker w; for "dispatch" it completes the creations
+// and leases the dispatches they enqueued, their delivery started.
+func leaseRuns(b *testing.B, conn *pgxpool.Conn, from, k int, transition string) []int64 {
+	b.Helper()
+	ctx := context.Background()
+	mustExec(b, conn, `
+		WITH r AS (
+			INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+			SELECT 1, 1, 'refs/tags/v' || g, repeat('a', 40), 'boardreadyops-release.yml', 'check_pending'
+			FROM generate_series($1::int, $1 + $2 - 1) g RETURNING id
+		), a AS (
+			INSERT INTO execution_attempts (release_run_id, number) SELECT id, 1 FROM r
+		)
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id)
+		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', id, 1 FROM r`, from, k)
+	lease := func(effectType string) []int64 {
+		rows, _ := conn.Query(ctx, `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute',
+				delivery_started_at = now(), attempts = attempts + 1
+			WHERE status = 'available' AND effect_type = $1 RETURNING id`, effectType)
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(ids) != k {
+			b.Fatalf("leased %d effects of %s (%v), want %d", len(ids), effectType, err, k)
+		}
+		return ids
+	}
+	ids := lease("github.check_run.create")
+	if transition == "create" {
+		return ids
+	}
+	completeRuns(b, conn, "create", "set", ids)
+	return lease("github.workflow.dispatch")
+}
+
+// completeRuns completes the leased effects of one transition in one transaction: each with its
+// single-row function, pipelined (alone), or with one set-based call (set).
+func completeRuns(b *testing.B, conn *pgxpool.Conn, transition, mode string, ids []int64) {
+	b.Helper()
+	batch := &pgx.Batch{}
+	switch transition + "/" + mode {
+	case "create/alone":
+		for _, id := range ids {
+			batch.Queue(`SELECT boardreadyops_outbox_complete_check_run_create($1, 'w', $2)`, id, 1000+id)
+		}
+	case "create/set":
+		checkRuns := make([]int64, len(ids))
+		for i, id := range ids {
+			checkRuns[i] = 1000 + id
+		}
+		batch.Queue(`SELECT count(*) FROM boardreadyops_outbox_complete_check_run_create_batch($1, $2, 'w')`, ids, checkRuns)
+	case "dispatch/alone":
+		for _, id := range ids {
+			batch.Queue(`SELECT boardreadyops_outbox_complete_workflow_dispatch_with_run($1, 'w', $2, $3)`, id, 5000+id,
+				fmt.Sprintf("https://github.com/org-1/repo-1/actions/runs/%d", 5000+id))
+		}
+	case "dispatch/set":
+		workflowRuns, pages := make([]int64, len(ids)), make([]string, len(ids))
+		for i, id := range ids {
+			workflowRuns[i], pages[i] = 5000+id, fmt.Sprintf("https://github.com/org-1/repo-1/actions/runs/%d", 5000+id)
+		}
+		batch.Queue(`SELECT count(*) FROM boardreadyops_outbox_complete_workflow_dispatch_batch($1, $2, $3, 'w')`, ids, workflowRuns, pages)
+	}
+	if err := conn.SendBatch(context.Background(), batch).Close(); err != nil {
+		b.Fatalf("%s/%s: %v", transition, mode, err)
+	}
+}
