@@ -109,7 +109,7 @@ var (
 	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off", "jit=off"}
 	batchTransitions = []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
 		"boardreadyops_outbox_complete_check_run_complete_batch", "boardreadyops_outbox_complete_check_run_create_batch",
-		"boardreadyops_outbox_complete_workflow_dispatch_batch"}
+		"boardreadyops_outbox_complete_workflow_dispatch_batch", "boardreadyops_execution_attempt_finish_batch"}
 )
 
 // TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run

@@ -116,6 +116,109 @@ REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bi
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_execution_attempt_finish_batch(bigint[], text, text, text[], timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_execution_attempt_finish_batch(p_job_ids bigint[], p_worker text, p_check_run_name text, p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(job_id bigint, outcome text, release_run_id uuid, execution_attempt_id uuid, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_now        timestamptz := public.boardreadyops_clock_now(p_now);
+    v_jobs       bigint[];
+    v_runs       uuid[];
+    v_attempts   uuid[];
+    v_status     text[];
+    v_conclusion text[];
+    v_urls       text[];
+    v_run_att    integer[];
+    v_started    timestamptz[];
+    v_trace      text[];
+BEGIN
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    IF p_job_ids IS NULL OR p_traceparents IS NULL OR cardinality(p_job_ids) <> cardinality(p_traceparents)
+       OR cardinality(p_job_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 job ids per call, each with its traceparent' USING ERRCODE = '22023';
+    END IF;
+    WITH job AS (
+        SELECT j.id, j.inbox_id, t.traceparent
+        FROM unnest(p_job_ids, p_traceparents) AS t(id, traceparent)
+        JOIN public.control_plane_jobs j ON j.id = t.id
+        WHERE j.status = 'leased' AND j.lease_owner = p_worker
+        ORDER BY j.id
+        FOR UPDATE OF j
+    ), delivery AS (
+        SELECT job.id AS job_id, job.traceparent, i.repository_id,
+               (i.payload -> 'workflow_run' ->> 'id')::bigint AS workflow_run_id,
+               coalesce(nullif(i.payload -> 'workflow_run' ->> 'conclusion', ''), 'unknown') AS conclusion,
+               greatest(coalesce((i.payload -> 'workflow_run' ->> 'run_attempt')::integer, 1), 1) AS run_attempt,
+               nullif(left(i.payload -> 'workflow_run' ->> 'html_url', 1024), '') AS url
+        FROM job
+        JOIN public.webhook_inbox i ON i.id = job.inbox_id
+        WHERE i.event IS NOT DISTINCT FROM 'workflow_run' AND i.action IS NOT DISTINCT FROM 'completed'
+          AND i.repository_id IS NOT NULL
+    ), matched AS (
+        SELECT d.*, a.id AS attempt_id, r.id AS run_id, a.dispatched_at, coalesce(w.workflow_run_attempt, 1) AS known
+        FROM delivery d
+        JOIN public.execution_attempts a ON a.workflow_run_id = d.workflow_run_id
+        JOIN public.release_runs r ON r.id = a.release_run_id
+        LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = a.id
+        WHERE r.repository_id = d.repository_id AND a.status = 'running' AND a.number = r.current_attempt
+          AND r.status IN ('running', 'blocked') AND r.check_run_id IS NOT NULL
+        ORDER BY r.id
+        FOR UPDATE OF r, a SKIP LOCKED
+    ), one AS (
+        -- One job per attempt (the first); a run attempt newer than the known one is a re-run
+        -- that the single function follows.
+        SELECT DISTINCT ON (m.attempt_id) m.*
+        FROM matched m
+        WHERE m.run_attempt = m.known
+        ORDER BY m.attempt_id, m.job_id
+    )
+    SELECT array_agg(o.job_id ORDER BY o.job_id), array_agg(o.run_id ORDER BY o.job_id), array_agg(o.attempt_id ORDER BY o.job_id),
+           array_agg(CASE o.conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END ORDER BY o.job_id),
+           array_agg(left(o.conclusion, 64) ORDER BY o.job_id), array_agg(o.url ORDER BY o.job_id),
+           array_agg(o.run_attempt ORDER BY o.job_id), array_agg(coalesce(o.dispatched_at, v_now) ORDER BY o.job_id),
+           array_agg(o.traceparent ORDER BY o.job_id)
+    INTO v_jobs, v_runs, v_attempts, v_status, v_conclusion, v_urls, v_run_att, v_started, v_trace
+    FROM one o;
+    IF v_jobs IS NULL THEN
+        RETURN;
+    END IF;
+
+    INSERT INTO public.execution_attempt_workflow_runs AS w (execution_attempt_id, workflow_run_url, workflow_run_attempt, started_at, updated_at)
+    SELECT x.id, x.url, x.run_attempt, x.started_at, v_now
+    FROM unnest(v_attempts, v_urls, v_run_att, v_started) AS x(id, url, run_attempt, started_at)
+    ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE
+    SET workflow_run_url = coalesce(EXCLUDED.workflow_run_url, w.workflow_run_url),
+        workflow_run_attempt = EXCLUDED.workflow_run_attempt,
+        started_at = CASE WHEN EXCLUDED.workflow_run_attempt > w.workflow_run_attempt THEN v_now ELSE w.started_at END,
+        updated_at = v_now;
+    UPDATE public.execution_attempts a
+    SET status = x.status, conclusion = x.conclusion, completed_at = v_now, updated_at = v_now
+    FROM unnest(v_attempts, v_status, v_conclusion) AS x(id, status, conclusion)
+    WHERE a.id = x.id;
+    UPDATE public.release_runs r SET status = x.status, completed_at = v_now, updated_at = v_now
+    FROM unnest(v_runs, v_status) AS x(id, status)
+    WHERE r.id = x.id;
+    -- The check run's final update: its payload is built by the one function that builds it.
+    RETURN QUERY
+    SELECT x.job_id, 'completed'::text, x.run_id, x.attempt_id,
+           public.boardreadyops_release_run_enqueue_check_run(x.run_id, x.status, NULL, x.traceparent, v_now)
+    FROM unnest(v_jobs, v_runs, v_attempts, v_status, v_trace) WITH ORDINALITY AS x(job_id, run_id, attempt_id, status, traceparent, n)
+    ORDER BY x.n;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_execution_attempt_finish_batch(p_job_ids bigint[], p_worker text, p_check_run_name text, p_traceparents text[], p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_finish_batch(p_job_ids bigint[], p_worker text, p_check_run_name text, p_traceparents text[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish_batch(p_job_ids bigint[], p_worker text, p_check_run_name text, p_traceparents text[], p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_finish_batch(p_job_ids bigint[], p_worker text, p_check_run_name text, p_traceparents text[], p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_execution_attempt_rematch(uuid, bigint, timestamp with time zone, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_execution_attempt_rematch(p_attempt_id uuid, p_workflow_run_id bigint, p_since timestamp with time zone, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS bigint
     LANGUAGE plpgsql

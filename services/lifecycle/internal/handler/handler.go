@@ -77,6 +77,10 @@ type Job struct {
 	ReceivedAt  time.Time
 	Document    eventdoc.Document
 	Traceparent string // of the job's span: copied onto every effect enqueued
+	// Finished is set when FinishAttempts finished this workflow_run job's attempt together with
+	// others of its batch, in the same transaction: the handler takes its result instead of
+	// finishing the attempt again.
+	Finished *Finish
 }
 
 // Handlers applies jobs.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/checkrun"
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
 )
 
 // installationActive reports whether new effects may be enqueued for the installation.
@@ -161,10 +162,11 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 	var outcome string
 	var runID, attemptID *string
 	var outboxID *int64
-	err := tx.QueryRow(ctx, `SELECT outcome, release_run_id::text, execution_attempt_id::text, outbox_id
+	if f := job.Finished; f != nil {
+		outcome, runID, attemptID, outboxID = f.Outcome, &f.RunID, &f.AttemptID, f.OutboxID
+	} else if err := tx.QueryRow(ctx, `SELECT outcome, release_run_id::text, execution_attempt_id::text, outbox_id
 		FROM boardreadyops_execution_attempt_finish($1, $2, $3, $4)`,
-		job.ID, job.Worker, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&outcome, &runID, &attemptID, &outboxID)
-	if err != nil {
+		job.ID, job.Worker, h.cfg.CheckRunName, nullIfEmpty(job.Traceparent)).Scan(&outcome, &runID, &attemptID, &outboxID); err != nil {
 		return Result{}, fmt.Errorf("finish attempt of workflow run %d: %w", wr.ID, err)
 	}
 	switch outcome {
@@ -218,4 +220,60 @@ func nullIfEmpty(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// Finish is what finishing a workflow_run job's attempt returned
+// (boardreadyops_execution_attempt_finish and its set-based form).
+type Finish struct {
+	Outcome   string
+	RunID     string
+	AttemptID string
+	OutboxID  *int64
+}
+
+// FinishesTogether reports whether a job of document d is one FinishAttempts may finish: a
+// completed workflow run that a dispatch started.
+func FinishesTogether(d *eventdoc.Document) bool {
+	return d.Event == eventdoc.EventWorkflowRun && d.Action == "completed" && d.WorkflowRun != nil && d.WorkflowRun.Event == "workflow_dispatch"
+}
+
+// FinishAttempts finishes, in tx and with one set-based call
+// (boardreadyops_execution_attempt_finish_batch, migration 00052), the attempts of the jobs that
+// are completed workflow runs BoardReadyOps dispatched, and returns what each job it carried out
+// got, by job id. The call carries out only the common case; a job it leaves out is finished
+// alone by its handler. Job.Traceparent is copied onto the check-run updates it enqueues.
+func (h *Handlers) FinishAttempts(ctx context.Context, tx pgx.Tx, jobs []Job) (map[int64]Finish, error) {
+	ids := make([]int64, 0, len(jobs))
+	traceparents := make([]*string, 0, len(jobs))
+	worker := ""
+	for _, job := range jobs {
+		if !FinishesTogether(&job.Document) {
+			continue
+		}
+		ids = append(ids, job.ID)
+		traceparents = append(traceparents, nullIfEmpty(job.Traceparent))
+		worker = job.Worker
+	}
+	if len(ids) < 2 {
+		return nil, nil // alone: the handler's own call is the same work
+	}
+	rows, err := tx.Query(ctx, `SELECT job_id, outcome, release_run_id::text, execution_attempt_id::text, outbox_id
+		FROM boardreadyops_execution_attempt_finish_batch($1, $2, $3, $4)`, ids, worker, h.cfg.CheckRunName, traceparents)
+	if err != nil {
+		return nil, fmt.Errorf("finish attempts of %d workflow runs: %w", len(ids), err)
+	}
+	defer rows.Close()
+	out := make(map[int64]Finish, len(ids))
+	for rows.Next() {
+		var id int64
+		var f Finish
+		if err := rows.Scan(&id, &f.Outcome, &f.RunID, &f.AttemptID, &f.OutboxID); err != nil {
+			return nil, fmt.Errorf("finish attempts of %d workflow runs: %w", len(ids), err)
+		}
+		out[id] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finish attempts of %d workflow runs: %w", len(ids), err)
+	}
+	return out, nil
 }

@@ -137,6 +137,12 @@ type Handler interface {
 	Handle(ctx context.Context, tx pgx.Tx, job handler.Job) (handler.Result, error)
 }
 
+// Finisher finishes the attempts of a batch's completed workflow runs together, before their
+// jobs are handled (*handler.Handlers); with a Handler that is not one, every job is handled alone.
+type Finisher interface {
+	FinishAttempts(ctx context.Context, tx pgx.Tx, jobs []handler.Job) (map[int64]handler.Finish, error)
+}
+
 // Worker is lifecycle's job loop.
 type Worker struct {
 	cfg      Config
@@ -351,10 +357,31 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	// Every job's span starts first: a job finished together with others (finishTogether) copies
+	// its own span's traceparent onto what it enqueues, as when handled alone.
+	jobCtxs, spans := make([]context.Context, len(batch)), make([]trace.Span, len(batch))
+	for i, j := range batch {
+		jobCtxs[i], spans[i] = w.startJob(ctx, j)
+	}
+	ended := 0 // processJob ends each job's span; a failed batch ends the rest
+	defer func() {
+		for _, span := range spans[ended:] {
+			span.End()
+		}
+	}()
+	var finished map[int64]handler.Finish
+	if !savepoints {
+		finished = w.finishTogether(ctx, tx, batch, docs, jobCtxs)
+	}
 	outs := make([]outcome, 0, len(batch))
 	done := make([]int64, 0, len(batch))
-	for _, j := range batch {
-		o, ok, err := w.processJob(ctx, tx, j, docs[j.InboxID], savepoints)
+	for i, j := range batch {
+		var f *handler.Finish
+		if r, ok := finished[j.ID]; ok {
+			f = &r
+		}
+		o, ok, err := w.processJob(jobCtxs[i], spans[i], tx, j, docs[j.InboxID], f, savepoints)
+		ended = i + 1
 		if err != nil {
 			return nil, err
 		}
@@ -372,22 +399,64 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 	return outs, nil
 }
 
-// processJob applies one job; ok reports that it is to be completed with the batch. Without
-// savepoints a job failure returns errJobFailed (the caller redoes the batch with savepoints); with
-// them the failure is rolled back to the job's savepoint and recorded (retry, defer, dead letter).
-// Any other error means the batch transaction is unusable.
-func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow, savepoints bool) (outcome, bool, error) {
+// startJob starts a job's span, a child of the traceparent the job carries.
+func (w *Worker) startJob(ctx context.Context, j jobs.Job) (context.Context, trace.Span) {
 	var traceparent string
 	if j.Traceparent != nil {
 		traceparent = *j.Traceparent
 	}
-	ctx, span := w.tracer.Start(telemetry.ContextWithTraceparent(ctx, traceparent), "lifecycle.job",
+	return w.tracer.Start(telemetry.ContextWithTraceparent(ctx, traceparent), "lifecycle.job",
 		trace.WithAttributes(attribute.Int64("boardreadyops.job_id", j.ID), attribute.String("boardreadyops.job_kind", j.Kind),
 			attribute.Int("boardreadyops.attempt", j.Attempts)))
+}
+
+// finishTogether finishes the attempts of the batch's completed workflow runs with one
+// set-based call (handler.FinishAttempts), under a savepoint: if the call fails, its work is
+// rolled back and every job is handled alone, as without it. It runs only on the fast path, so a
+// batch redone with savepoints handles each job alone.
+func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow, jobCtxs []context.Context) map[int64]handler.Finish {
+	finisher, ok := w.handlers.(Finisher)
+	if !ok || len(batch) < 2 {
+		return nil
+	}
+	js := make([]handler.Job, 0, len(batch))
+	for i, j := range batch {
+		row := docs[j.InboxID]
+		if row.err != nil || row.receivedAt.IsZero() || !handler.FinishesTogether(&row.doc) {
+			continue
+		}
+		js = append(js, handler.Job{ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt,
+			Document: row.doc, Traceparent: telemetry.Traceparent(jobCtxs[i])})
+	}
+	if len(js) < 2 {
+		return nil // alone: the handler's own call is the same work
+	}
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return nil
+	}
+	finished, err := finisher.FinishAttempts(ctx, sp, js)
+	if err != nil {
+		w.logger.Warn("finishing the batch's attempts together failed; each job finishes alone", "error", err)
+		_ = sp.Rollback(ctx)
+		return nil
+	}
+	if err := sp.Commit(ctx); err != nil {
+		return nil
+	}
+	return finished
+}
+
+// processJob applies one job; ok reports that it is to be completed with the batch. Without
+// savepoints a job failure returns errJobFailed (the caller redoes the batch with savepoints); with
+// them the failure is rolled back to the job's savepoint and recorded (retry, defer, dead letter).
+// Any other error means the batch transaction is unusable. ctx is the job's, with span (startJob),
+// which processJob ends.
+func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j jobs.Job, row inboxRow, finished *handler.Finish, savepoints bool) (outcome, bool, error) {
 	defer span.End()
 
 	if !savepoints {
-		res, herr := w.handle(ctx, tx, j, row)
+		res, herr := w.handle(ctx, tx, j, row, finished)
 		if herr != nil {
 			return outcome{}, false, errJobFailed
 		}
@@ -399,7 +468,7 @@ func (w *Worker) processJob(ctx context.Context, tx pgx.Tx, j jobs.Job, row inbo
 	if err != nil {
 		return outcome{}, false, fmt.Errorf("savepoint: %w", err)
 	}
-	res, herr := w.handle(ctx, sp, j, row)
+	res, herr := w.handle(ctx, sp, j, row, nil)
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
 			return outcome{}, false, fmt.Errorf("release savepoint: %w", err)
@@ -444,7 +513,7 @@ var errPermanent = errors.New("permanent job failure")
 
 // handle runs the handler, turning a panic into an error so one poison job never takes the
 // process (or its batch) down.
-func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow) (res handler.Result, err error) {
+func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow, finished *handler.Finish) (res handler.Result, err error) {
 	if row.err != nil {
 		return handler.Result{}, fmt.Errorf("%w: %w", errPermanent, row.err)
 	}
@@ -459,7 +528,7 @@ func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow
 	}()
 	return w.handlers.Handle(ctx, tx, handler.Job{
 		ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
-		Traceparent: telemetry.Traceparent(ctx),
+		Traceparent: telemetry.Traceparent(ctx), Finished: finished,
 	})
 }
 
