@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -170,7 +171,7 @@ func TestOutboxBatchTransitionsPlannedOnce(t *testing.T) {
 // TestRunBatchesPlannedOnce: the batches that advance release runs — check-run creations
 // (migration 00050) and workflow-dispatch completions (00051) — read only their own effects,
 // runs, attempts and repositories, by their keys, after the tables have grown, however small
-// they were when the connection first ran them. They run with the other batch transitions'
+// they were when the connection first ran them, and however many effects other workers hold. They run with the other batch transitions'
 // settings (one generic plan that may only probe indexes: TestBatchCompletionPlannedPerCall).
 func TestRunBatchesPlannedOnce(t *testing.T) {
 	t.Parallel()
@@ -287,6 +288,12 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 		advance(conn)
 	}
 	pending(100, 5000)
+	// Another dispatcher holds 4,000 of them: a plan that reads the leased effects (the lease
+	// index) instead of the call's own would read those too.
+	if _, err := conn.Exec(ctx, `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'other', lease_expires_at = now() + interval '1 hour'
+		WHERE id IN (SELECT id FROM control_plane_outbox WHERE status = 'available' ORDER BY id DESC LIMIT 4000)`); err != nil {
+		t.Fatal(err)
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +311,25 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 			if most := 5 * 8 * 10; n > most {
 				t.Errorf("%s: 5 batches of 8 read %d rows of %s (5,088 runs), want at most %d", batch.function, n, table, most)
 			}
+		}
+	}
+}
+
+// TestRunBatchesRefuseDuplicateIDs: a set-based run transition names each effect or job once;
+// an id twice is refused as an invalid argument rather than carried out once or failing on a
+// constraint.
+func TestRunBatchesRefuseDuplicateIDs(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.NewPool(t)
+	for _, call := range []string{
+		`SELECT * FROM boardreadyops_outbox_complete_check_run_create_batch('{1,1}', '{5,6}', 'w')`,
+		`SELECT * FROM boardreadyops_outbox_complete_workflow_dispatch_batch('{1,1}', '{5,6}', '{NULL,NULL}', 'w')`,
+		`SELECT * FROM boardreadyops_execution_attempt_finish_batch('{1,1}', 'w', 'BoardReadyOps release', '{NULL,NULL}')`,
+	} {
+		_, err := pool.Exec(context.Background(), call)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
+			t.Errorf("%s: %v, want SQLSTATE 22023", call, err)
 		}
 	}
 }

@@ -1,5 +1,5 @@
 -- Check-run creations of one group commit complete in one set-based statement (issue 25,
--- docs/performance.md "Check-run creations completed together").
+-- docs/performance.md "Runs advanced in sets").
 --
 -- boardreadyops_outbox_complete_check_run_create ran once per release run: the lease lock, the
 -- run and its attempt, the dispatch it enqueues, the pause test and the completion, about ten
@@ -17,7 +17,10 @@
 --     check run already;
 --   * a run whose current attempt is not pending;
 --   * a run whose installation's dispatches are paused (the single function also enqueues the
---     check-run update that says so).
+--     check-run update that says so). The batch reads the pauses as its statement starts, the
+--     single function after it has locked the run: a pause committed while the batch waits for
+--     a run's lock is not told on that run's check run (its dispatch is still held: the claims
+--     skip paused dispatches).
 --
 -- Only a new function: no table lock.
 
@@ -39,15 +42,19 @@ BEGIN
        OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 outbox ids per call, each with its check run id' USING ERRCODE = '22023';
     END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(p_ids) AS x) <> cardinality(p_ids) THEN
+        RAISE EXCEPTION 'an outbox id more than once in one call' USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
     WITH effect AS (
-        -- Locked in id order, as the single function locks its one effect first. The effect type
-        -- by IS NOT DISTINCT FROM, which no index serves (migration 00047): the primary key is
-        -- the only plan.
+        -- Locked in id order, as the single function locks its one effect first. Only the primary
+        -- key may serve it: the effect type by IS NOT DISTINCT FROM (migration 00047), and no
+        -- `status = 'leased'`, which would match control_plane_outbox_lease_idx and read every
+        -- worker's leased effects (the row rules make a lease owner mean 'leased').
         SELECT o.id, o.release_run_id, o.traceparent, i.check_run_id
         FROM unnest(p_ids, p_check_run_ids) AS i(id, check_run_id)
         JOIN public.control_plane_outbox o ON o.id = i.id
-        WHERE i.check_run_id > 0 AND o.status = 'leased' AND o.lease_owner = p_worker
+        WHERE i.check_run_id > 0 AND o.lease_owner = p_worker
           AND o.effect_type IS NOT DISTINCT FROM 'github.check_run.create'
         ORDER BY o.id
         FOR UPDATE OF o

@@ -50,11 +50,16 @@ BEGIN
        OR cardinality(p_job_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 job ids per call, each with its traceparent' USING ERRCODE = '22023';
     END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(p_job_ids) AS x) <> cardinality(p_job_ids) THEN
+        RAISE EXCEPTION 'a job id more than once in one call' USING ERRCODE = '22023';
+    END IF;
     WITH job AS (
         SELECT j.id, j.inbox_id, t.traceparent
         FROM unnest(p_job_ids, p_traceparents) AS t(id, traceparent)
         JOIN public.control_plane_jobs j ON j.id = t.id
-        WHERE j.status = 'leased' AND j.lease_owner = p_worker
+        -- No `status = 'leased'`: it would match control_plane_jobs_lease_idx and read every
+        -- worker's leased jobs (the row rules make a lease owner mean 'leased').
+        WHERE j.lease_owner = p_worker
         ORDER BY j.id
         FOR UPDATE OF j
     ), delivery AS (

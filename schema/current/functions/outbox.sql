@@ -416,15 +416,19 @@ BEGIN
        OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 outbox ids per call, each with its check run id' USING ERRCODE = '22023';
     END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(p_ids) AS x) <> cardinality(p_ids) THEN
+        RAISE EXCEPTION 'an outbox id more than once in one call' USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
     WITH effect AS (
-        -- Locked in id order, as the single function locks its one effect first. The effect type
-        -- by IS NOT DISTINCT FROM, which no index serves (migration 00047): the primary key is
-        -- the only plan.
+        -- Locked in id order, as the single function locks its one effect first. Only the primary
+        -- key may serve it: the effect type by IS NOT DISTINCT FROM (migration 00047), and no
+        -- `status = 'leased'`, which would match control_plane_outbox_lease_idx and read every
+        -- worker's leased effects (the row rules make a lease owner mean 'leased').
         SELECT o.id, o.release_run_id, o.traceparent, i.check_run_id
         FROM unnest(p_ids, p_check_run_ids) AS i(id, check_run_id)
         JOIN public.control_plane_outbox o ON o.id = i.id
-        WHERE i.check_run_id > 0 AND o.status = 'leased' AND o.lease_owner = p_worker
+        WHERE i.check_run_id > 0 AND o.lease_owner = p_worker
           AND o.effect_type IS NOT DISTINCT FROM 'github.check_run.create'
         ORDER BY o.id
         FOR UPDATE OF o
@@ -608,16 +612,21 @@ BEGIN
        OR cardinality(p_ids) > 10000 THEN
         RAISE EXCEPTION 'between 0 and 10000 outbox ids per call, each with its workflow run id and page' USING ERRCODE = '22023';
     END IF;
+    IF (SELECT count(DISTINCT x) FROM unnest(p_ids) AS x) <> cardinality(p_ids) THEN
+        RAISE EXCEPTION 'an outbox id more than once in one call' USING ERRCODE = '22023';
+    END IF;
     -- The completions this call records, locked effect, run, attempt, each in id order, as the
-    -- single function locks them. The effect type by IS NOT DISTINCT FROM, which no index serves
-    -- (migration 00047): the primary key is the only plan.
+    -- single function locks them. Only the primary key may serve the effects: the effect type by
+    -- IS NOT DISTINCT FROM (migration 00047), and no `status = 'leased'`, which would match
+    -- control_plane_outbox_lease_idx and read every worker's leased effects (the row rules make
+    -- a lease owner mean 'leased').
     WITH effect AS (
         SELECT o.id, o.release_run_id, o.execution_attempt_id, o.traceparent, i.workflow_run_id,
                -- A page that is not a web address, or too long to store, is nothing to link to.
                CASE WHEN i.url ~ '^https?://' AND length(i.url) <= 1024 THEN i.url END AS url
         FROM unnest(p_ids, p_workflow_run_ids, p_workflow_run_urls) AS i(id, workflow_run_id, url)
         JOIN public.control_plane_outbox o ON o.id = i.id
-        WHERE i.workflow_run_id > 0 AND o.status = 'leased' AND o.lease_owner = p_worker
+        WHERE i.workflow_run_id > 0 AND o.lease_owner = p_worker
           AND o.effect_type IS NOT DISTINCT FROM 'github.workflow.dispatch' AND o.delivery_started_at IS NOT NULL
         ORDER BY o.id
         FOR UPDATE OF o
