@@ -169,9 +169,10 @@ func TestOutboxBatchTransitionsPlannedOnce(t *testing.T) {
 }
 
 // TestRunBatchesPlannedOnce: the batches that advance release runs — check-run creations
-// (migration 00050) and workflow-dispatch completions (00051) — read only their own effects,
-// runs, attempts and repositories, by their keys, after the tables have grown, however small
-// they were when the connection first ran them, and however many effects other workers hold. They run with the other batch transitions'
+// (migration 00050), workflow-dispatch completions (00051) and finished workflow runs (00052) —
+// read only their own effects, jobs, deliveries, runs, attempts and repositories, by their keys,
+// after the tables have grown (5,088 runs of one repository), however small they were when the
+// connection first ran them, and however many effects other workers hold. They run with the other batch transitions'
 // settings (one generic plan that may only probe indexes: TestBatchCompletionPlannedPerCall).
 func TestRunBatchesPlannedOnce(t *testing.T) {
 	t.Parallel()
@@ -210,7 +211,8 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 	type querier interface {
 		Query(context.Context, string, ...any) (pgx.Rows, error)
 	}
-	tables := []string{"control_plane_outbox", "release_runs", "execution_attempts", "execution_attempt_workflow_runs", "repositories"}
+	tables := []string{"control_plane_outbox", "release_runs", "execution_attempts", "execution_attempt_workflow_runs", "repositories",
+		"webhook_inbox", "control_plane_jobs"}
 	batches := []struct {
 		function, effectType string
 		args                 func(ids []int64) []any
@@ -229,6 +231,10 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 			}
 			return []any{ids, workflowRuns, pages}
 		}},
+		// The lifecycle's: "github.workflow.dispatch" names no effect here; the jobs are leased below.
+		{"boardreadyops_execution_attempt_finish_batch", "", func(ids []int64) []any {
+			return []any{ids, "BoardReadyOps release", make([]*string, len(ids))}
+		}},
 	}
 	read := map[string]map[string]int{}
 	// advance leases eight effects of each batch's type in turn (the creations, then the
@@ -238,10 +244,27 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 		t.Helper()
 		tx, _ := q.(pgx.Tx)
 		for _, batch := range batches {
-			rows, err := q.Query(ctx, `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute',
+			lease := `UPDATE control_plane_outbox SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute',
 					delivery_started_at = now()
 				WHERE id IN (SELECT id FROM control_plane_outbox WHERE status = 'available' AND effect_type = $1 ORDER BY id LIMIT 8)
-				RETURNING id`, batch.effectType)
+				RETURNING id`
+			if batch.effectType == "" {
+				// A completed workflow_run delivery and its job, leased to w, for each of the eight
+				// runs the dispatch batch just started.
+				lease = `WITH i AS (
+						INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload, payload_sha256)
+						SELECT 'd-' || a.workflow_run_id, 'workflow_run', 'completed', 1, 1,
+						       jsonb_build_object('workflow_run', jsonb_build_object('id', a.workflow_run_id, 'run_attempt', 1, 'conclusion', 'success',
+						           'event', 'workflow_dispatch')),
+						       sha256(convert_to('d-' || a.workflow_run_id, 'UTF8'))
+						FROM execution_attempts a WHERE a.status = 'running' AND $1 = ''
+						RETURNING id
+					)
+					INSERT INTO control_plane_jobs (kind, inbox_id, status, attempts, lease_owner, lease_expires_at)
+					SELECT 'workflow_run', i.id, 'leased', 1, 'w', now() + interval '1 minute' FROM i
+					RETURNING id`
+			}
+			rows, err := q.Query(ctx, lease, batch.effectType)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -260,7 +283,11 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 			for i := range args {
 				params = append(params, fmt.Sprintf("$%d", i+1))
 			}
-			rows, err = q.Query(ctx, `SELECT FROM `+batch.function+`(`+strings.Join(params, ", ")+`, 'w')`, args...)
+			call := `SELECT FROM ` + batch.function + `(` + strings.Join(params, ", ") + `, 'w')`
+			if batch.effectType == "" { // (job ids, worker, check run name, traceparents)
+				call = `SELECT FROM ` + batch.function + `($1, 'w', $2, $3)`
+			}
+			rows, err = q.Query(ctx, call, args...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,7 +307,8 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 	}
 	// The connection's first calls meet empty tables, then ten rounds while they are a page or two.
 	if _, err := conn.Exec(ctx, `SELECT FROM boardreadyops_outbox_complete_check_run_create_batch('{}', '{}', 'w');
-		SELECT FROM boardreadyops_outbox_complete_workflow_dispatch_batch('{}', '{}', '{}', 'w')`); err != nil {
+		SELECT FROM boardreadyops_outbox_complete_workflow_dispatch_batch('{}', '{}', '{}', 'w');
+		SELECT FROM boardreadyops_execution_attempt_finish_batch('{}', 'w', 'BoardReadyOps release', '{}')`); err != nil {
 		t.Fatal(err)
 	}
 	pending(1, 88)

@@ -14,15 +14,16 @@ import (
 )
 
 // BenchmarkRunTransitions: a group commit's check-run creations and workflow-dispatch
-// completions, 32 runs at a time on one connection, each run's single-row function pipelined in
-// one transaction ("alone", as before migrations 00050–00051) against the set-based call ("set").
+// completions, and a lifecycle batch's finished workflow runs, 32 runs at a time on one
+// connection, each run's single-row function pipelined in one transaction ("alone", as before
+// migrations 00050–00052) against the set-based call ("set").
 // Reports the PostgreSQL backend's CPU per run (pg-µs/run, from /proc: Linux, a local server)
 // besides the wall time; compare medians of -count N.
 //
 //	go test ./pkg/outbox -run '^$' -bench BenchmarkRunTransitions -count 5
 func BenchmarkRunTransitions(b *testing.B) {
 	const k = 32
-	for _, transition := range []string{"create", "dispatch"} {
+	for _, transition := range []string{"create", "dispatch", "finish"} {
 		for _, mode := range []string{"alone", "set"} {
 			b.Run(transition+"/"+mode, func(b *testing.B) {
 				ctx := context.Background()
@@ -55,6 +56,13 @@ func BenchmarkRunTransitions(b *testing.B) {
 					runs += k
 					b.StartTimer()
 				}
+				b.StopTimer()
+				// Every run advanced, whichever way: the two modes did the same work.
+				var advanced int
+				if err := conn.QueryRow(ctx, `SELECT count(*) FROM release_runs WHERE status = $1`,
+					map[string]string{"create": "dispatching", "dispatch": "running", "finish": "succeeded"}[transition]).Scan(&advanced); err != nil || advanced != runs {
+					b.Fatalf("%d of %d runs advanced (%v)", advanced, runs, err)
+				}
 				b.ReportMetric(cpu*1e6/float64(runs), "pg-µs/run")
 			})
 		}
@@ -70,7 +78,8 @@ func mustExec(b *testing.B, conn *pgxpool.Conn, sql string, args ...any) {
 
 // leaseRuns creates k release runs as lifecycle does (check_pending, attempt 1, the check-run
 // creation) and leases their creations to worker w; for "dispatch" it completes the creations
-// and leases the dispatches they enqueued, their delivery started.
+// and leases the dispatches they enqueued, their delivery started; for "finish" it completes
+// those too and leases to w a job per run of its completed workflow_run delivery.
 func leaseRuns(b *testing.B, conn *pgxpool.Conn, from, k int, transition string) []int64 {
 	b.Helper()
 	ctx := context.Background()
@@ -99,7 +108,39 @@ func leaseRuns(b *testing.B, conn *pgxpool.Conn, from, k int, transition string)
 		return ids
 	}
 	completeRuns(b, conn, "create", "set", ids)
-	return lease("github.workflow.dispatch")
+	ids = lease("github.workflow.dispatch")
+	if transition == "dispatch" {
+		return ids
+	}
+	completeRuns(b, conn, "dispatch", "set", ids)
+	rows, _ := conn.Query(ctx, `
+		WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload, payload_sha256)
+			SELECT 'd-' || w, 'workflow_run', 'completed', 1, 1,
+			       jsonb_build_object('event', 'workflow_run', 'action', 'completed', 'installation_id', 1, 'repository', jsonb_build_object('id', 1),
+			           'workflow_run', jsonb_build_object('id', w, 'run_attempt', 1, 'status', 'completed', 'conclusion', 'success',
+			               'event', 'workflow_dispatch', 'html_url', 'https://github.com/org-1/repo-1/actions/runs/' || w)),
+			       sha256(convert_to('d-' || w, 'UTF8'))
+			FROM unnest($1::bigint[]) AS w
+			RETURNING id
+		)
+		INSERT INTO control_plane_jobs (kind, inbox_id, status, attempts, lease_owner, lease_expires_at)
+		SELECT 'workflow_run', i.id, 'leased', 1, 'w', now() + interval '1 minute' FROM i
+		RETURNING id`, workflowRuns(ids))
+	jobIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil || len(jobIDs) != k {
+		b.Fatalf("leased %d workflow_run jobs (%v), want %d", len(jobIDs), err, k)
+	}
+	return jobIDs
+}
+
+// workflowRuns are the workflow run ids completeRuns gives the dispatches.
+func workflowRuns(ids []int64) []int64 {
+	w := make([]int64, len(ids))
+	for i, id := range ids {
+		w[i] = 5000 + id
+	}
+	return w
 }
 
 // completeRuns completes the leased effects of one transition in one transaction: each with its
@@ -124,11 +165,18 @@ func completeRuns(b *testing.B, conn *pgxpool.Conn, transition, mode string, ids
 				fmt.Sprintf("https://github.com/org-1/repo-1/actions/runs/%d", 5000+id))
 		}
 	case "dispatch/set":
-		workflowRuns, pages := make([]int64, len(ids)), make([]string, len(ids))
+		pages := make([]string, len(ids))
 		for i, id := range ids {
-			workflowRuns[i], pages[i] = 5000+id, fmt.Sprintf("https://github.com/org-1/repo-1/actions/runs/%d", 5000+id)
+			pages[i] = fmt.Sprintf("https://github.com/org-1/repo-1/actions/runs/%d", 5000+id)
 		}
-		batch.Queue(`SELECT count(*) FROM boardreadyops_outbox_complete_workflow_dispatch_batch($1, $2, $3, 'w')`, ids, workflowRuns, pages)
+		batch.Queue(`SELECT count(*) FROM boardreadyops_outbox_complete_workflow_dispatch_batch($1, $2, $3, 'w')`, ids, workflowRuns(ids), pages)
+	case "finish/alone":
+		for _, id := range ids {
+			batch.Queue(`SELECT count(*) FROM boardreadyops_execution_attempt_finish($1, 'w', 'BoardReadyOps release')`, id)
+		}
+	case "finish/set":
+		batch.Queue(`SELECT count(*) FROM boardreadyops_execution_attempt_finish_batch($1, 'w', 'BoardReadyOps release', $2)`,
+			ids, make([]*string, len(ids)))
 	}
 	if err := conn.SendBatch(context.Background(), batch).Close(); err != nil {
 		b.Fatalf("%s/%s: %v", transition, mode, err)

@@ -166,13 +166,22 @@ BEGIN
         JOIN public.webhook_inbox i ON i.id = job.inbox_id
         WHERE i.event IS NOT DISTINCT FROM 'workflow_run' AND i.action IS NOT DISTINCT FROM 'completed'
           AND i.repository_id IS NOT NULL
-    ), matched AS (
-        SELECT d.*, a.id AS attempt_id, r.id AS run_id, a.dispatched_at, coalesce(w.workflow_run_attempt, 1) AS known
+    ), found AS MATERIALIZED (
+        -- The attempt by its workflow run id (unique), then both rows locked by primary key, as
+        -- the single function finds them (00037). Materialized, and the repository compared with
+        -- IS NOT DISTINCT FROM, which no index serves: a generic plan may not reach the runs
+        -- through the repository's index (every run of the repository, per delivery).
+        SELECT d.*, x.id AS attempt_id, x.release_run_id AS run_id
         FROM delivery d
-        JOIN public.execution_attempts a ON a.workflow_run_id = d.workflow_run_id
-        JOIN public.release_runs r ON r.id = a.release_run_id
+        JOIN public.execution_attempts x ON x.workflow_run_id = d.workflow_run_id
+    ), matched AS (
+        SELECT f.*, a.dispatched_at, coalesce(w.workflow_run_attempt, 1) AS known
+        FROM found f
+        JOIN public.execution_attempts a ON a.id = f.attempt_id
+        JOIN public.release_runs r ON r.id = f.run_id
         LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = a.id
-        WHERE r.repository_id = d.repository_id AND a.status = 'running' AND a.number = r.current_attempt
+        WHERE r.repository_id IS NOT DISTINCT FROM f.repository_id AND a.workflow_run_id = f.workflow_run_id
+          AND a.status = 'running' AND a.number = r.current_attempt
           AND r.status IN ('running', 'blocked') AND r.check_run_id IS NOT NULL
         ORDER BY r.id
         FOR UPDATE OF r, a SKIP LOCKED
