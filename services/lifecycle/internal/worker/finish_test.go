@@ -7,12 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 // startRuns pushes the tags and plays the dispatcher's part for each run: check run 4001, and
@@ -35,34 +32,14 @@ func (b *bundle) startRuns(tags ...string) map[string]string {
 		}
 		runs[tag] = id
 	}
-	st := &outbox.Store{}
-	for round := 0; round < 3; round++ {
-		effects, err := st.Claim(b.ctx, b.pool, "fake-dispatcher", 100, time.Minute)
-		if err != nil {
-			b.t.Fatal(err)
-		}
-		for _, e := range effects {
-			switch e.EffectType {
-			case outbox.EffectCheckRunCreate:
-				_, err = st.CompleteCheckRunCreate(b.ctx, b.pool, e.ID, "fake-dispatcher", 4001)
-			case outbox.EffectWorkflowDispatch:
-				var tag string
-				for t, id := range runs {
-					if id == e.ReleaseRunID {
-						tag = t
-					}
-				}
-				if _, err = st.StartDelivery(b.ctx, b.pool, e.ID, "fake-dispatcher"); err == nil {
-					err = st.CompleteWorkflowDispatch(b.ctx, b.pool, e.ID, "fake-dispatcher", workflowRunOf(tags, tag))
-				}
-			case outbox.EffectCheckRunComplete:
-				err = st.CompleteCheckRunComplete(b.ctx, b.pool, e.ID, "fake-dispatcher")
-			}
-			if err != nil {
-				b.t.Fatalf("complete %s: %v", e.EffectType, err)
+	b.playDispatcher(4001, func(runID string) int64 {
+		for tag, id := range runs {
+			if id == runID {
+				return workflowRunOf(tags, tag)
 			}
 		}
-	}
+		return 0
+	})
 	return runs
 }
 

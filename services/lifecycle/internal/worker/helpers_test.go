@@ -195,9 +195,15 @@ func workflowRun(action string, id int64, conclusion string) eventdoc.Document {
 			HTMLURL: fmt.Sprintf("https://github.com/octo-org/hello-world/actions/runs/%d", id)}}
 }
 
-// deliverEffects plays the dispatcher's part for the effects lifecycle enqueued: check runs are
+// completeEffects plays the dispatcher's part for the effects lifecycle enqueued: check runs are
 // created with checkRunID, dispatches recorded with workflowRunID.
 func (b *bundle) completeEffects(checkRunID, workflowRunID int64) {
+	b.t.Helper()
+	b.playDispatcher(checkRunID, func(string) int64 { return workflowRunID })
+}
+
+// playDispatcher is completeEffects with each run's workflow run id from workflowRun(run id).
+func (b *bundle) playDispatcher(checkRunID int64, workflowRun func(runID string) int64) {
 	b.t.Helper()
 	st := &outbox.Store{}
 	for round := 0; round < 3; round++ {
@@ -211,7 +217,7 @@ func (b *bundle) completeEffects(checkRunID, workflowRunID int64) {
 				_, err = st.CompleteCheckRunCreate(b.ctx, b.pool, e.ID, "fake-dispatcher", checkRunID)
 			case outbox.EffectWorkflowDispatch:
 				if _, err = st.StartDelivery(b.ctx, b.pool, e.ID, "fake-dispatcher"); err == nil {
-					err = st.CompleteWorkflowDispatch(b.ctx, b.pool, e.ID, "fake-dispatcher", workflowRunID)
+					err = st.CompleteWorkflowDispatch(b.ctx, b.pool, e.ID, "fake-dispatcher", workflowRun(e.ReleaseRunID))
 				}
 			case outbox.EffectCheckRunComplete:
 				err = st.CompleteCheckRunComplete(b.ctx, b.pool, e.ID, "fake-dispatcher")
