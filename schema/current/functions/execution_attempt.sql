@@ -171,7 +171,8 @@ BEGIN
         -- the single function finds them (00037). Materialized, and the repository compared with
         -- IS NOT DISTINCT FROM, which no index serves: a generic plan may not reach the runs
         -- through the repository's index (every run of the repository, per delivery).
-        SELECT d.*, x.id AS attempt_id, x.release_run_id AS run_id
+        SELECT d.*, x.id AS attempt_id, x.release_run_id AS run_id,
+               count(*) OVER (PARTITION BY x.release_run_id) AS named
         FROM delivery d
         JOIN public.execution_attempts x ON x.workflow_run_id = d.workflow_run_id
     ), matched AS (
@@ -180,18 +181,14 @@ BEGIN
         JOIN public.execution_attempts a ON a.id = f.attempt_id
         JOIN public.release_runs r ON r.id = f.run_id
         LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = a.id
-        WHERE r.repository_id IS NOT DISTINCT FROM f.repository_id AND a.workflow_run_id = f.workflow_run_id
+        WHERE f.named = 1 AND r.repository_id IS NOT DISTINCT FROM f.repository_id AND a.workflow_run_id = f.workflow_run_id
           AND a.status = 'running' AND a.number = r.current_attempt
           AND r.status IN ('running', 'blocked') AND r.check_run_id IS NOT NULL
         ORDER BY r.id
         FOR UPDATE OF r, a SKIP LOCKED
     ), one AS (
-        -- One job per attempt (the first); a run attempt newer than the known one is a re-run
-        -- that the single function follows.
-        SELECT DISTINCT ON (m.attempt_id) m.*
-        FROM matched m
-        WHERE m.run_attempt = m.known
-        ORDER BY m.attempt_id, m.job_id
+        -- A run attempt newer than the known one is a re-run that the single function follows.
+        SELECT m.* FROM matched m WHERE m.run_attempt = m.known
     )
     SELECT array_agg(o.job_id ORDER BY o.job_id), array_agg(o.run_id ORDER BY o.job_id), array_agg(o.attempt_id ORDER BY o.job_id),
            array_agg(CASE o.conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END ORDER BY o.job_id),

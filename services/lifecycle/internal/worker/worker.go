@@ -357,21 +357,20 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	// Every job's span starts first: a job finished together with others (finishTogether) copies
-	// its own span's traceparent onto what it enqueues, as when handled alone.
+	// The jobs finished together start their spans first: what they enqueue carries their own
+	// job's span, as when handled alone. The others start theirs when they are handled.
 	jobCtxs, spans := make([]context.Context, len(batch)), make([]trace.Span, len(batch))
-	for i, j := range batch {
-		jobCtxs[i], spans[i] = w.startJob(ctx, j)
-	}
-	ended := 0 // processJob ends each job's span; a failed batch ends the rest
+	ended := 0 // processJob ends each job's span; a failed batch ends the ones started early
 	defer func() {
 		for _, span := range spans[ended:] {
-			span.End()
+			if span != nil {
+				span.End()
+			}
 		}
 	}()
 	var finished map[int64]handler.Finish
 	if !savepoints {
-		finished = w.finishTogether(ctx, tx, batch, docs, jobCtxs)
+		finished = w.finishTogether(ctx, tx, batch, docs, jobCtxs, spans)
 	}
 	outs := make([]outcome, 0, len(batch))
 	done := make([]int64, 0, len(batch))
@@ -379,6 +378,9 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		var f *handler.Finish
 		if r, ok := finished[j.ID]; ok {
 			f = &r
+		}
+		if spans[i] == nil {
+			jobCtxs[i], spans[i] = w.startJob(ctx, j)
 		}
 		o, ok, err := w.processJob(jobCtxs[i], spans[i], tx, j, docs[j.InboxID], f, savepoints)
 		ended = i + 1
@@ -414,22 +416,39 @@ func (w *Worker) startJob(ctx context.Context, j jobs.Job) (context.Context, tra
 // set-based call (handler.FinishAttempts), under a savepoint: if the call fails, its work is
 // rolled back and every job is handled alone, as without it. It runs only on the fast path, so a
 // batch redone with savepoints handles each job alone.
-func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow, jobCtxs []context.Context) map[int64]handler.Finish {
+//
+// Finishing a run ahead of the jobs before it in the batch must change nothing they see, so it
+// takes the completed workflow runs up to the batch's first job that is neither one nor a push
+// (a push only creates a run of its own): a check-run request, an installation or repository
+// event or another workflow_run event may depend on the run not being finished yet. It starts
+// the spans of the jobs it passes (jobCtxs, spans).
+func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow,
+	jobCtxs []context.Context, spans []trace.Span) map[int64]handler.Finish {
 	finisher, ok := w.handlers.(Finisher)
 	if !ok || len(batch) < 2 {
 		return nil
 	}
-	js := make([]handler.Job, 0, len(batch))
+	var picked []int
 	for i, j := range batch {
 		row := docs[j.InboxID]
-		if row.err != nil || row.receivedAt.IsZero() || !handler.FinishesTogether(&row.doc) {
-			continue
+		if row.err != nil || row.receivedAt.IsZero() {
+			break
 		}
+		if handler.FinishesTogether(&row.doc) {
+			picked = append(picked, i)
+		} else if row.doc.Event != eventdoc.EventPush {
+			break
+		}
+	}
+	if len(picked) < 2 {
+		return nil // alone: the handler's own call is the same work
+	}
+	js := make([]handler.Job, 0, len(picked))
+	for _, i := range picked {
+		j, row := batch[i], docs[batch[i].InboxID]
+		jobCtxs[i], spans[i] = w.startJob(ctx, j)
 		js = append(js, handler.Job{ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt,
 			Document: row.doc, Traceparent: telemetry.Traceparent(jobCtxs[i])})
-	}
-	if len(js) < 2 {
-		return nil // alone: the handler's own call is the same work
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
