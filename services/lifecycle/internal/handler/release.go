@@ -238,25 +238,21 @@ func FinishesTogether(d *eventdoc.Document) bool {
 }
 
 // FinishAttempts finishes, in tx and with one set-based call
-// (boardreadyops_execution_attempt_finish_batch, migration 00052), the attempts of the jobs that
-// are completed workflow runs BoardReadyOps dispatched, and returns what each job it carried out
-// got, by job id. The call carries out only the common case; a job it leaves out is finished
-// alone by its handler. Job.Traceparent is copied onto the check-run updates it enqueues.
+// (boardreadyops_execution_attempt_finish_batch, migration 00052), the attempts of jobs, which
+// the caller picked with FinishesTogether (and for their place in its batch), all leased to one
+// worker; it returns what each job it carried out got, by job id. The call carries out only the
+// common case; a job it leaves out is finished alone by its handler. Job.Traceparent is copied
+// onto the check-run updates it enqueues.
 func (h *Handlers) FinishAttempts(ctx context.Context, tx pgx.Tx, jobs []Job) (map[int64]Finish, error) {
-	ids := make([]int64, 0, len(jobs))
-	traceparents := make([]*string, 0, len(jobs))
-	worker := ""
-	for _, job := range jobs {
-		if !FinishesTogether(&job.Document) {
-			continue
-		}
-		ids = append(ids, job.ID)
-		traceparents = append(traceparents, nullIfEmpty(job.Traceparent))
-		worker = job.Worker
+	if len(jobs) == 0 {
+		return nil, nil
 	}
-	if len(ids) < 2 {
-		return nil, nil // alone: the handler's own call is the same work
+	ids := make([]int64, len(jobs))
+	traceparents := make([]*string, len(jobs))
+	for i, job := range jobs {
+		ids[i], traceparents[i] = job.ID, nullIfEmpty(job.Traceparent)
 	}
+	worker := jobs[0].Worker
 	rows, err := tx.Query(ctx, `SELECT job_id, outcome, release_run_id::text, execution_attempt_id::text, outbox_id
 		FROM boardreadyops_execution_attempt_finish_batch($1, $2, $3, $4)`, ids, worker, h.cfg.CheckRunName, traceparents)
 	if err != nil {

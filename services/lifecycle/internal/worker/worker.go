@@ -452,15 +452,20 @@ func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
+		w.logger.Warn("savepoint for finishing the batch's attempts together failed; each job finishes alone", "error", err)
 		return nil
 	}
 	finished, err := finisher.FinishAttempts(ctx, sp, js)
 	if err != nil {
-		w.logger.Warn("finishing the batch's attempts together failed; each job finishes alone", "error", err)
-		_ = sp.Rollback(ctx)
+		w.logger.Warn("finishing the batch's attempts together failed; each job finishes alone", "jobs", len(js), "error", err)
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			w.logger.Warn("rolling back to the savepoint failed; the batch transaction fails and its jobs are handled one by one", "error", rerr)
+		}
 		return nil
 	}
 	if err := sp.Commit(ctx); err != nil {
+		// The transaction is unusable: the next statement fails and the batch is redone job by job.
+		w.logger.Warn("releasing the savepoint after finishing the batch's attempts failed", "error", err)
 		return nil
 	}
 	return finished
