@@ -225,8 +225,9 @@ var literalsAndComments = regexp.MustCompile(`'(?:[^']|'')*'|"[^"]*"|--[^\n]*|/\
 // later migration's) runs on search_path = pg_catalog, pg_temp (and may set nothing else but how
 // it is planned: per call, or once with plan types disabled and the JIT off), names our objects
 // public.<name>
-// and takes its time from boardreadyops_clock_now. The clock itself is the exception: inlined,
-// hence no SET clause, and every name in it qualified.
+// and takes its time from boardreadyops_clock_now. The clock itself is an exception: inlined,
+// hence no SET clause, and every name in it qualified. The hot tables' row rules are the other
+// (00053): no SET clause, and their rules evaluated only on the pinned path.
 func TestPinnedSearchPaths(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -247,6 +248,17 @@ func TestPinnedSearchPaths(t *testing.T) {
 		if f.Name == "boardreadyops_clock_now" {
 			if f.Config != "" || strings.Contains(code, " now()") {
 				t.Errorf("%s: config %q; want no SET clause (inlined) and pg_catalog.now()", f.Signature, f.Config)
+			}
+			continue
+		}
+		// The hot tables' row rules (00053): no SET clause; TestRowRulesWithoutSetClause checks
+		// that they evaluate their rules only on the pinned path and otherwise call their twin.
+		if slices.Contains(rowRuleFunctions, f.Name) {
+			if f.Config != "" {
+				t.Errorf("%s: config %q; want no SET clause (00053)", f.Signature, f.Config)
+			}
+			if m := unqualified.FindStringSubmatch(code); m != nil {
+				t.Errorf("%s names %q without public.", f.Signature, strings.TrimSpace(m[0]))
 			}
 			continue
 		}

@@ -3,6 +3,8 @@ package migrate_test
 import (
 	"context"
 	"errors"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,37 +28,142 @@ func outboxRow(t *testing.T, ctx context.Context, pool interface {
 	}
 }
 
-// The row rules hold whatever the writer's search path: an operator planted ahead of pg_catalog
-// that makes every text comparison true (here, by a superuser; in a database upgraded from
-// PostgreSQL 14, anyone who may create in some schema) does not let a broken row through,
-// because the row-rule functions run on a pinned search path (migration 00016).
+// The row rules hold whatever the writer's search path: an equality operator planted ahead of
+// pg_catalog's that also holds for any text 'forged' (here, by a superuser; in a database
+// upgraded from PostgreSQL 14, anyone who may create in some schema) does not let a forged
+// idempotency key through. The row-rule functions ran on a pinned search path (migration 00016);
+// since 00053 they evaluate the rules themselves only when the search path is the pinned one and
+// otherwise hand them to their pinned twin — without that test the forged key passes. "warm"
+// first writes a row under the pinned path on the same connection, so that the rules' expressions
+// are planned and cached there before the planted path comes.
 func TestOutboxRowRulesIgnoreTheSearchPath(t *testing.T) {
+	t.Parallel()
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "warm"}[warm], func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			pool := pgtest.NewPool(t)
+			outboxRow(t, ctx, pool)
+			tx, err := pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			steps := []string{
+				`CREATE SCHEMA planted`,
+				`CREATE FUNCTION planted.eq(a text, b text) RETURNS boolean LANGUAGE sql IMMUTABLE
+					RETURN a OPERATOR(pg_catalog.=) b OR a OPERATOR(pg_catalog.=) 'forged'`,
+				`CREATE OPERATOR planted.= (LEFTARG = text, RIGHTARG = text, FUNCTION = planted.eq)`,
+				`SET LOCAL search_path = planted, pg_catalog, public`,
+			}
+			if warm {
+				steps = append([]string{`SET LOCAL search_path = pg_catalog, pg_temp`,
+					`UPDATE public.control_plane_outbox SET updated_at = updated_at`}, steps...)
+			}
+			for _, s := range steps {
+				if _, err := tx.Exec(ctx, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var forged, other bool
+			if err := tx.QueryRow(ctx, `SELECT 'forged'::text = 'b'::text, 'a'::text = 'b'::text`).Scan(&forged, &other); err != nil || !forged || other {
+				t.Fatalf("the planted operator does not shadow pg_catalog's (%v, %v, %v): the test proves nothing", forged, other, err)
+			}
+			_, err = tx.Exec(ctx, `UPDATE public.control_plane_outbox SET idempotency_key = 'forged'`)
+			var pgErr *pgconn.PgError
+			if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "control_plane_outbox_idempotency_key_check" {
+				t.Fatalf("a forged key under a planted search path: %v, want control_plane_outbox_idempotency_key_check", err)
+			}
+		})
+	}
+}
+
+// rowRuleFunctions are the hot tables' row-rule functions (00009, 00053).
+var rowRuleFunctions = []string{"boardreadyops_webhook_validate_row", "boardreadyops_job_validate_row",
+	"boardreadyops_release_run_validate_row", "boardreadyops_execution_attempt_validate_row", "boardreadyops_outbox_validate_row"}
+
+// allRules finds a row-rule function's expression of all its rules.
+var allRules = regexp.MustCompile(`(?s)\n\s*IF (.*?) THEN\s+RETURN true;`)
+
+// TestRowRulesWithoutSetClause (00053): each hot table's row-rule function has no SET clause,
+// evaluates its rules only behind the qualified test of the pinned search path, with the very
+// expression of its pinned twin, and hands everything else to that twin; on the pinned path (every
+// state-machine function's) the twin is not called for a valid row, on another it is.
+func TestRowRulesWithoutSetClause(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
-	outboxRow(t, ctx, pool)
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	for _, s := range []string{
-		`CREATE SCHEMA planted`,
-		`CREATE FUNCTION planted.always(text, text) RETURNS boolean LANGUAGE sql IMMUTABLE RETURN true`,
-		`CREATE OPERATOR planted.= (LEFTARG = text, RIGHTARG = text, FUNCTION = planted.always)`,
-		`SET LOCAL search_path = planted, pg_catalog, public`,
-	} {
-		if _, err := tx.Exec(ctx, s); err != nil {
-			t.Fatal(err)
+	const guard = `IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN`
+	space := regexp.MustCompile(`\s+`)
+	for _, name := range rowRuleFunctions {
+		var config, source, pinnedConfig, pinnedSource string
+		if err := pool.QueryRow(ctx, `SELECT coalesce(array_to_string(f.proconfig, ';'), ''), f.prosrc,
+				coalesce(array_to_string(p.proconfig, ';'), ''), p.prosrc
+			FROM pg_proc f, pg_proc p WHERE f.proname = $1 AND p.proname = $1 || '_pinned'`, name).
+			Scan(&config, &source, &pinnedConfig, &pinnedSource); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if config != "" || pinnedConfig != "search_path=pg_catalog, pg_temp" {
+			t.Errorf("%s: config %q, its twin's %q; want none and the pinned search path", name, config, pinnedConfig)
+		}
+		body := strings.TrimSpace(source)
+		rest, begins := strings.CutPrefix(body, "BEGIN\n")
+		if !begins || !strings.Contains(rest, guard) || strings.Index(rest, "IF") != strings.Index(rest, guard) ||
+			!strings.Contains(rest, "RETURN public."+name+"_pinned(") {
+			t.Errorf("%s: its first statement is not the pinned-path test, or it does not fall back to its twin:\n%s", name, source)
+		}
+		if strings.Count(body, "RETURN true") != 1 {
+			t.Errorf("%s: %d RETURN true; want the one behind the pinned-path test", name, strings.Count(body, "RETURN true"))
+		}
+		fast, pinned := allRules.FindStringSubmatch(strings.Replace(source, guard, "", 1)), allRules.FindStringSubmatch(pinnedSource)
+		if fast == nil || pinned == nil || space.ReplaceAllString(fast[1], " ") != space.ReplaceAllString(pinned[1], " ") {
+			t.Errorf("%s: its rules differ from its pinned twin's:\n%v\n%v", name, fast, pinned)
 		}
 	}
-	var planted bool
-	if err := tx.QueryRow(ctx, `SELECT 'a'::text = 'b'::text`).Scan(&planted); err != nil || !planted {
-		t.Fatalf("the planted operator does not shadow pg_catalog's (%v, %v): the test proves nothing", planted, err)
+
+	// Which of the two a valid outbox row version calls, by search path.
+	outboxRow(t, ctx, pool)
+	calls := func(path string) (unpinned, pinned int64) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = tx.Rollback(ctx) }()
+		count := func() (unpinned, pinned int64) {
+			t.Helper()
+			// pg_stat_xact_user_functions holds what this backend has not reported yet, earlier
+			// transactions' calls included: count the difference.
+			if err := tx.QueryRow(ctx, `SELECT coalesce(sum(calls) FILTER (WHERE funcname = 'boardreadyops_outbox_validate_row'), 0),
+				coalesce(sum(calls) FILTER (WHERE funcname = 'boardreadyops_outbox_validate_row_pinned'), 0)
+				FROM pg_catalog.pg_stat_xact_user_functions`).Scan(&unpinned, &pinned); err != nil {
+				t.Fatal(err)
+			}
+			return unpinned, pinned
+		}
+		for _, s := range []string{`SET LOCAL track_functions = 'pl'`, `SET LOCAL search_path = ` + path} {
+			if _, err := tx.Exec(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		u0, p0 := count()
+		if _, err := tx.Exec(ctx, `UPDATE public.control_plane_outbox SET updated_at = updated_at`); err != nil {
+			t.Fatal(err)
+		}
+		u1, p1 := count()
+		unpinned, pinned = u1-u0, p1-p0
+		return unpinned, pinned
 	}
-	_, err = tx.Exec(ctx, `UPDATE public.control_plane_outbox SET status = 'paused'`)
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "control_plane_outbox_status_check" {
-		t.Fatalf("a broken status under a planted search path: %v, want control_plane_outbox_status_check", err)
+	for _, c := range []struct {
+		path                 string
+		unpinned, wantPinned int64
+	}{
+		{"pg_catalog, pg_temp", 1, 0},
+		{"public, pg_catalog", 1, 1},
+		{"pg_temp, pg_catalog", 1, 1},
+	} {
+		if u, p := calls(c.path); u != c.unpinned || p != c.wantPinned {
+			t.Errorf("search_path %s: the row rules called %d times, their pinned twin %d; want %d and %d", c.path, u, p, c.unpinned, c.wantPinned)
+		}
 	}
 }

@@ -314,6 +314,33 @@ GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_start_next(p_run_id
 -- FUNCTION boardreadyops_execution_attempt_validate_row(integer, text, bigint, timestamp with time zone, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+BEGIN
+    -- The rules without a SET clause only where the search path is the pinned one (the header).
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN
+        IF (p_number >= 1) IS NOT FALSE
+            AND (p_status IN ('pending', 'dispatching', 'running', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
+            AND (p_workflow_run_id > 0) IS NOT FALSE
+            AND (length(p_conclusion) BETWEEN 1 AND 64) IS NOT FALSE
+            AND ((p_workflow_run_id IS NULL) = (p_dispatched_at IS NULL)) IS NOT FALSE
+            AND ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+            RETURN true;
+        END IF;
+    END IF;
+    RETURN public.boardreadyops_execution_attempt_validate_row_pinned(p_number, p_status, p_workflow_run_id, p_dispatched_at, p_completed_at, p_conclusion);
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_execution_attempt_validate_row_pinned(integer, text, bigint, timestamp with time zone, timestamp with time zone, text)
+CREATE FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 BEGIN
@@ -349,9 +376,9 @@ BEGIN
 END;
 $$;
 
--- ACL FUNCTION boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
-REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_ingest;
-GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_lifecycle;
-GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_dispatcher;
-GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text)
+REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_execution_attempt_validate_row_pinned(p_number integer, p_status text, p_workflow_run_id bigint, p_dispatched_at timestamp with time zone, p_completed_at timestamp with time zone, p_conclusion text) TO boardreadyops_admin;

@@ -336,6 +336,43 @@ GRANT ALL ON FUNCTION public.boardreadyops_job_stats(p_now timestamp with time z
 -- FUNCTION boardreadyops_job_validate_row(text, text, integer, integer, text, timestamp with time zone, text, timestamp with time zone, text)
 CREATE FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $_$
+BEGIN
+    -- The rules without a SET clause only where the search path is the pinned one (the header).
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN
+        IF (length(p_kind) BETWEEN 1 AND 64 AND p_kind ~ '^[a-z_]+$') IS NOT FALSE
+            AND (p_status IN ('available', 'leased', 'completed', 'dead_letter')) IS NOT FALSE
+            AND (p_attempts >= 0) IS NOT FALSE
+            AND (p_max_attempts BETWEEN 1 AND 1000) IS NOT FALSE
+            AND (length(p_lease_owner) BETWEEN 1 AND 200) IS NOT FALSE
+            AND (length(p_last_error) <= 4096) IS NOT FALSE
+            AND (length(p_traceparent) = 55 AND substr(p_traceparent, 36, 1) = '-'
+                AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') IS NOT FALSE
+            AND ((p_status = 'leased') = (p_lease_owner IS NOT NULL AND p_lease_expires_at IS NOT NULL)
+                AND (p_status = 'leased' OR (p_lease_owner IS NULL AND p_lease_expires_at IS NULL))) IS NOT FALSE
+            AND ((p_status = 'completed') = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+            RETURN true;
+        END IF;
+    END IF;
+    RETURN public.boardreadyops_job_validate_row_pinned(p_kind, p_status, p_attempts, p_max_attempts, p_lease_owner, p_lease_expires_at, p_last_error, p_completed_at, p_traceparent);
+END;
+$_$;
+
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+-- ACL FUNCTION boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_job_validate_row_pinned(text, text, integer, integer, text, timestamp with time zone, text, timestamp with time zone, text)
+CREATE FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
@@ -387,14 +424,9 @@ BEGIN
 END;
 $_$;
 
-
-SET default_tablespace = '';
-
-SET default_table_access_method = heap;
-
--- ACL FUNCTION boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
-REVOKE ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_ingest;
-GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_lifecycle;
-GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_dispatcher;
-GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_job_validate_row_pinned(p_kind text, p_status text, p_attempts integer, p_max_attempts integer, p_lease_owner text, p_lease_expires_at timestamp with time zone, p_last_error text, p_completed_at timestamp with time zone, p_traceparent text) TO boardreadyops_admin;

@@ -599,6 +599,35 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_unblock(r public.control_
 -- FUNCTION boardreadyops_release_run_validate_row(text, text, text, text, bigint, integer, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $_$
+BEGIN
+    -- The rules without a SET clause only where the search path is the pinned one (the header).
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN
+        IF (p_ref ~ '^refs/tags/.+' AND length(p_ref) <= 512) IS NOT FALSE
+            AND (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') IS NOT FALSE
+            AND (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
+                AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) IS NOT FALSE
+            AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'blocked', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
+            AND (p_check_run_id > 0) IS NOT FALSE
+            AND (p_current_attempt >= 1) IS NOT FALSE
+            AND ((p_status IN ('succeeded', 'failed', 'cancelled')) = (p_completed_at IS NOT NULL)) IS NOT FALSE THEN
+            RETURN true;
+        END IF;
+    END IF;
+    RETURN public.boardreadyops_release_run_validate_row_pinned(p_ref, p_head_sha, p_workflow_file, p_status, p_check_run_id, p_current_attempt, p_completed_at);
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_validate_row_pinned(text, text, text, text, bigint, integer, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
@@ -640,9 +669,9 @@ BEGIN
 END;
 $_$;
 
--- ACL FUNCTION boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
-REVOKE ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_ingest;
-GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_lifecycle;
-GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_dispatcher;
-GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_validate_row_pinned(p_ref text, p_head_sha text, p_workflow_file text, p_status text, p_check_run_id bigint, p_current_attempt integer, p_completed_at timestamp with time zone) TO boardreadyops_admin;

@@ -166,6 +166,36 @@ GRANT ALL ON FUNCTION public.boardreadyops_webhook_sweep_digests(p_window interv
 -- FUNCTION boardreadyops_webhook_validate_row(text, text, text, bigint, bigint, jsonb, bytea, text)
 CREATE FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $_$
+BEGIN
+    -- The rules without a SET clause only where the search path is the pinned one (the header).
+    IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN
+        IF (length(p_delivery_id) BETWEEN 1 AND 100) IS NOT FALSE
+            AND (length(p_event) BETWEEN 1 AND 64 AND p_event ~ '^[a-z_]+$') IS NOT FALSE
+            AND (length(p_action) BETWEEN 1 AND 64 AND p_action ~ '^[a-z_]+$') IS NOT FALSE
+            AND (p_installation_id > 0) IS NOT FALSE
+            AND (p_repository_id > 0) IS NOT FALSE
+            AND (jsonb_typeof(p_payload) = 'object' AND pg_column_size(p_payload) <= 1048576) IS NOT FALSE
+            AND (length(p_payload_sha256) = 32) IS NOT FALSE
+            AND (length(p_traceparent) = 55 AND substr(p_traceparent, 36, 1) = '-'
+                AND p_traceparent ~ '^[0-9a-f][0-9a-f]-[0-9a-f]+-[0-9a-f]+-[0-9a-f][0-9a-f]$') IS NOT FALSE THEN
+            RETURN true;
+        END IF;
+    END IF;
+    RETURN public.boardreadyops_webhook_validate_row_pinned(p_delivery_id, p_event, p_action, p_installation_id, p_repository_id, p_payload, p_payload_sha256, p_traceparent);
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_webhook_validate_row_pinned(text, text, text, bigint, bigint, jsonb, bytea, text)
+CREATE FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) RETURNS boolean
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 BEGIN
@@ -211,9 +241,9 @@ BEGIN
 END;
 $_$;
 
--- ACL FUNCTION boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
-REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
-GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
-GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
-GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;
-GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_admin;
+-- ACL FUNCTION boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text)
+REVOKE ALL ON FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_ingest;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_webhook_validate_row_pinned(p_delivery_id text, p_event text, p_action text, p_installation_id bigint, p_repository_id bigint, p_payload jsonb, p_payload_sha256 bytea, p_traceparent text) TO boardreadyops_admin;
