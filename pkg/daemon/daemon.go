@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/database"
@@ -92,7 +91,7 @@ type Base struct {
 	Pool   *pgxpool.Pool
 	// Traces is the service's tracer provider, configured from the OTEL_* environment; its spans
 	// include one per database query.
-	Traces   *sdktrace.TracerProvider
+	Traces   telemetry.Provider
 	Registry *prometheus.Registry
 	Ops      *opsserver.Server
 	// Getenv is the environment the service was configured from (OTEL_* for tracing).

@@ -2,9 +2,9 @@
 // traceparent stored on inbox, job and outbox rows joins the spans of one delivery across the
 // three services and any delay.
 //
-// Every service gets a real SDK tracer provider, so span and trace ids are always valid and always
-// stored; spans are exported only when an exporter is configured (the OTEL_* environment), and are
-// otherwise dropped at the end of each span.
+// Span and trace ids are always valid and always stored. With an exporter configured (the OTEL_*
+// environment) every service gets the SDK tracer provider and its spans are exported; without one
+// it gets IDs, whose spans carry the same ids and record nothing.
 package telemetry
 
 import (

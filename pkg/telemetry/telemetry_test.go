@@ -43,17 +43,71 @@ func TestTraceparentRoundTrip(t *testing.T) {
 
 func TestObserveAttachesTraceIDExemplar(t *testing.T) {
 	t.Parallel()
-	tp := telemetry.NewTracerProvider()
-	ctx, span := tp.Tracer("test").Start(context.Background(), "op")
-	defer span.End()
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h_seconds", Help: "h", Buckets: []float64{1}})
-	telemetry.Observe(ctx, h, 0.5)
-	var m dto.Metric
-	if err := h.Write(&m); err != nil {
-		t.Fatal(err)
+	for _, tp := range []trace.TracerProvider{telemetry.NewTracerProvider(), telemetry.IDs} {
+		ctx, span := tp.Tracer("test").Start(context.Background(), "op")
+		defer span.End()
+		h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "h_seconds", Help: "h", Buckets: []float64{1}})
+		telemetry.Observe(ctx, h, 0.5)
+		var m dto.Metric
+		if err := h.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		ex := m.GetHistogram().GetBucket()[0].GetExemplar()
+		if ex == nil || len(ex.GetLabel()) != 1 || ex.GetLabel()[0].GetValue() != span.SpanContext().TraceID().String() {
+			t.Fatalf("%T: exemplar %v", tp, ex)
+		}
 	}
-	ex := m.GetHistogram().GetBucket()[0].GetExemplar()
-	if ex == nil || len(ex.GetLabel()) != 1 || ex.GetLabel()[0].GetValue() != span.SpanContext().TraceID().String() {
-		t.Fatalf("exemplar %v", ex)
+}
+
+// TestIDsMatchTheSDK: the provider of a service without an exporter gives its spans the ids the
+// SDK provider would — a sampled new trace at the root; the parent's trace, flags and state with
+// a new span id below it; a new trace for WithNewRoot — and records nothing.
+func TestIDsMatchTheSDK(t *testing.T) {
+	t.Parallel()
+	unsampled := telemetry.ContextWithTraceparent(context.Background(), "00-0123456789abcdef0123456789abcdef-0123456789abcdef-00")
+	sampled := telemetry.ContextWithTraceparent(context.Background(), "00-0123456789abcdef0123456789abcdef-0123456789abcdef-01")
+	for _, tc := range []struct {
+		name   string
+		parent context.Context
+		opts   []trace.SpanStartOption
+	}{
+		{"root", context.Background(), nil},
+		{"sampled parent", sampled, []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}},
+		{"unsampled parent", unsampled, nil},
+		{"new root", sampled, []trace.SpanStartOption{trace.WithNewRoot()}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			parent := trace.SpanContextFromContext(tc.parent)
+			var got [2]trace.SpanContext
+			for i, tp := range []trace.TracerProvider{telemetry.NewTracerProvider(), telemetry.IDs} {
+				ctx, span := tp.Tracer("test").Start(tc.parent, "op", tc.opts...)
+				sc := span.SpanContext()
+				if !sc.IsValid() || sc.SpanID() == parent.SpanID() || !trace.SpanContextFromContext(ctx).Equal(sc) {
+					t.Fatalf("provider %d: span context %v under parent %v", i, sc, parent)
+				}
+				if newTrace := sc.TraceID() != parent.TraceID(); newTrace != (!parent.IsValid() || tc.name == "new root") {
+					t.Fatalf("provider %d: trace %v under parent %v", i, sc.TraceID(), parent.TraceID())
+				}
+				got[i] = sc
+				span.End()
+			}
+			if got[0].TraceFlags() != got[1].TraceFlags() || got[0].IsRemote() != got[1].IsRemote() ||
+				(got[0].TraceID() == parent.TraceID()) != (got[1].TraceID() == parent.TraceID()) {
+				t.Fatalf("the SDK gave %v, IDs %v", got[0], got[1])
+			}
+		})
+	}
+	ctx, span := telemetry.IDs.Tracer("test").Start(context.Background(), "op")
+	if span.IsRecording() {
+		t.Fatal("an IDs span records")
+	}
+	// A span started from the span's own provider (the ingest store's) continues the trace.
+	_, child := trace.SpanFromContext(ctx).TracerProvider().Tracer("x").Start(ctx, "child")
+	if child.SpanContext().TraceID() != span.SpanContext().TraceID() || child.SpanContext().SpanID() == span.SpanContext().SpanID() {
+		t.Fatalf("child %v of %v", child.SpanContext(), span.SpanContext())
+	}
+	if telemetry.Traceparent(ctx) == "" || telemetry.TraceID(ctx) != span.SpanContext().TraceID().String() {
+		t.Fatal("no traceparent or trace id for an IDs span")
 	}
 }

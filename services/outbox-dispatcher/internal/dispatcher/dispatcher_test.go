@@ -113,7 +113,8 @@ func (e *env) build(lease time.Duration, edit func(*dispatcher.Config), pool *pg
 // newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
 func newDispatcher(tb testing.TB, pool *pgxpool.Pool, cfg dispatcher.Config) *dispatcher.Dispatcher {
 	tb.Helper()
-	cfg.Tracer, cfg.Logger = telemetry.NewTracerProvider().Tracer("test"), slog.New(slog.DiscardHandler)
+	// The tracer of a service without an exporter (telemetry.Setup), as the benchmarks measure it.
+	cfg.Tracer, cfg.Logger = telemetry.IDs.Tracer("test"), slog.New(slog.DiscardHandler)
 	d, err := dispatcher.New(pool, cfg)
 	if err != nil {
 		tb.Fatal(err)
