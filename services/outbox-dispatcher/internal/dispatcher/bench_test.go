@@ -107,6 +107,7 @@ func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, wan
 	postmaster := proccpu.Postmaster(backend)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	perfControl(b, "enable")
 	self0, server0 := cpuNow(postmaster)
 	start := time.Now()
 	go func() { _ = d.Run(ctx); close(done) }()
@@ -120,6 +121,7 @@ func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, wan
 	}
 	elapsed := time.Since(start).Seconds()
 	self1, server1 := cpuNow(postmaster)
+	perfControl(b, "disable")
 	cancel()
 	<-done
 	var n int
@@ -132,6 +134,21 @@ func drain(b *testing.B, pool *pgxpool.Pool, gh dispatcher.GitHub, inFlight, wan
 	p50, p99 := claimQuantiles(b, reg)
 	return benchResult{effects: want, seconds: elapsed, claimP50ms: p50, claimP99ms: p99, completedAll: true,
 		selfCPU: self1 - self0, serverCPU: server1 - server0}
+}
+
+// perfControl writes cmd ("enable", "disable") to the control FIFO of a `perf record --delay=-1
+// --control fifo:PATH` when BENCH_PERF_CTL names it, so that a profile holds the drains only and
+// not the fixtures' setup: mkfifo ctl; perf record -a --delay=-1 --control fifo:ctl -- env
+// BENCH_PERF_CTL=ctl dispatcher.test -test.bench BenchmarkQueueMachinery ….
+func perfControl(b *testing.B, cmd string) {
+	b.Helper()
+	path := os.Getenv("BENCH_PERF_CTL")
+	if path == "" {
+		return
+	}
+	if err := os.WriteFile(path, []byte(cmd+"\n"), 0); err != nil {
+		b.Fatalf("perf control %s: %v", path, err)
+	}
 }
 
 // envInt reads a positive integer setting of the benchmark, or def when it is unset.
