@@ -30,6 +30,10 @@ type Committer struct {
 	reqs     chan *completion
 	maxBatch int
 	timeout  time.Duration
+	// turn, with Overlap set, is held by the executor committing: another waits up to overlap for
+	// it before it commits beside it.
+	turn    chan struct{}
+	overlap time.Duration
 }
 
 // completion is one caller's statement: queue adds it to a batch, reporting the statement's own
@@ -44,7 +48,38 @@ type completion struct {
 // fallback) bounded by timeout.
 func New(pool *pgxpool.Pool, logger *slog.Logger, maxBatch int, timeout time.Duration) *Committer {
 	maxBatch = max(maxBatch, 1)
-	return &Committer{pool: pool, logger: logger, reqs: make(chan *completion, 4*maxBatch), maxBatch: maxBatch, timeout: timeout}
+	return &Committer{pool: pool, logger: logger, reqs: make(chan *completion, 4*maxBatch), maxBatch: maxBatch, timeout: timeout,
+		turn: make(chan struct{}, 1)}
+}
+
+// Overlap makes the executors (several Run calls) take turns: one that has a request waits, while
+// another commits, until that one is done — what queues meanwhile joins its batch — or for at most
+// d, after which it commits beside it, so that one slow batch (a statement waiting for a lock)
+// does not hold up every caller. Without it (d = 0) each executor commits as soon as it has a
+// request. Call it before Run.
+func (c *Committer) Overlap(d time.Duration) *Committer {
+	c.overlap = d
+	return c
+}
+
+// takeTurn waits for the turn up to the overlap; it reports whether it holds it.
+func (c *Committer) takeTurn() bool {
+	if c.overlap <= 0 {
+		return false
+	}
+	select {
+	case c.turn <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(c.overlap)
+	defer t.Stop()
+	select {
+	case c.turn <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // Do commits one statement (with whatever others are waiting) and returns its outcome. Once
@@ -101,8 +136,10 @@ func (c *Committer) Run(quit <-chan struct{}) {
 		batch := []*completion{first}
 		// Let goroutines that are runnable now — often the rest of a claimed batch, finishing
 		// together — submit before collecting: without this yield half the batches held a single
-		// request. It never waits for more work than is already running.
+		// request. It never waits for more work than is already running, nor, with Overlap, for
+		// another executor's batch longer than the overlap.
 		runtime.Gosched()
+		held := c.takeTurn()
 	collect: // take what is waiting now; never wait for more
 		for len(batch) < c.maxBatch {
 			select {
@@ -113,6 +150,9 @@ func (c *Committer) Run(quit <-chan struct{}) {
 			}
 		}
 		c.execute(batch)
+		if held {
+			<-c.turn
+		}
 	}
 }
 

@@ -181,3 +181,68 @@ func TestSingleRequestRunsAlone(t *testing.T) {
 		t.Fatalf("joins %v", joins)
 	}
 }
+
+// TestOverlapCommitsBesideABlockedBatch: with two executors taking turns, a batch whose statement
+// waits for a row lock does not hold up the others: they commit beside it after the overlap, while
+// the lock is still held (it is released only once they all have committed, or the test fails).
+func TestOverlapCommitsBesideABlockedBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := newTable(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO gc (id, v) VALUES (1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Rollback(ctx) }()
+	if _, err := locker.Exec(ctx, `SELECT 1 FROM gc WHERE id = 1 FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 30*time.Second).Overlap(20 * time.Millisecond)
+	quit := make(chan struct{})
+	var executors sync.WaitGroup
+	for range 2 {
+		executors.Go(func() { c.Run(quit) })
+	}
+	defer func() { close(quit); executors.Wait() }()
+
+	blocked := make(chan error, 1)
+	go func() {
+		blocked <- c.Do(ctx, func(b *Batch, report func(error)) {
+			b.Queue(`UPDATE gc SET v = 2 WHERE id = 1`).Exec(func(pgconn.CommandTag) error { return nil })
+			report(nil)
+		})
+	}()
+	// Wait until the blocked statement is waiting for its lock.
+	for waiting := false; !waiting; time.Sleep(5 * time.Millisecond) {
+		if err := pool.QueryRow(ctx, `SELECT count(*) > 0 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE gc%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+	}
+	others := make(chan error, 5)
+	for i := range 5 {
+		go func() { others <- c.Do(ctx, insert(10+i, 1)) }()
+	}
+	deadline := time.After(20 * time.Second)
+	for range 5 {
+		select {
+		case err := <-others:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("the other commits waited for the blocked batch")
+		}
+	}
+	if got := rows(t, pool); got != "1,10,11,12,13,14" {
+		t.Fatalf("rows %s", got)
+	}
+	if err := locker.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-blocked; err != nil {
+		t.Fatalf("the blocked statement, once the lock was released: %v", err)
+	}
+}

@@ -135,6 +135,10 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
+// commitOverlap is how long the dispatcher's second group-commit executor waits for the first's
+// batch before committing beside it: a few batches' time, far below a lease.
+const commitOverlap = 50 * time.Millisecond
+
 // Dispatcher delivers outbox effects.
 type Dispatcher struct {
 	cfg       Config
@@ -160,7 +164,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{cfg: cfg, pool: pool, store: &outbox.Store{}, github: cfg.GitHub, metrics: cfg.Metrics, tracer: cfg.Tracer,
-		logger: cfg.Logger, limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, cfg.Logger, cfg.Concurrency, 30*time.Second),
+		logger: cfg.Logger, limiter: newLimiter(cfg.PerInstallation), completer: groupcommit.New(pool, cfg.Logger, cfg.Concurrency, 30*time.Second).Overlap(commitOverlap),
 		slots: make(chan struct{}, cfg.Concurrency), backoff: queuerun.Backoff{Base: 2 * time.Second, Max: cfg.MaxBackoff, Jitter: 0.2}}
 	rc := queuerun.Config[outbox.Effect, outbox.Recovered]{PollInterval: cfg.PollInterval, Metrics: cfg.Metrics.queue, Logger: cfg.Logger,
 		Listen: cfg.Listen, ListenChannel: notify.Outbox, ListenConn: pool.Config().ConnConfig,
@@ -177,12 +181,16 @@ func New(pool *pgxpool.Pool, cfg Config) (*Dispatcher, error) {
 func (d *Dispatcher) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { d.run.Background(ctx) })
-	// One executor: what queues while it commits is the next batch. A second one, gathering while
-	// the first committed, split the group commits of a claimed batch in two or three and cost
-	// PostgreSQL about a fifth more per effect (docs/performance.md, "One group commit at a time").
+	// Two executors taking turns (groupcommit.Overlap): what queues while one commits is its next
+	// batch — two committing at once split the group commits of a claimed batch in two or three and
+	// cost PostgreSQL about a fifth more per effect (docs/performance.md, "One group commit at a
+	// time") — and a batch that takes longer than the overlap (a statement waiting for a lock) does
+	// not hold up every delivery: the other executor commits beside it.
 	quit := make(chan struct{})
-	var executor sync.WaitGroup
-	executor.Go(func() { d.completer.Run(quit) })
+	var executors sync.WaitGroup
+	for range 2 {
+		executors.Go(func() { d.completer.Run(quit) })
+	}
 	// Concurrency long-lived workers deliver what the loop claims: a goroutine per effect would
 	// grow a fresh stack for every delivery (stack copying was a tenth of the dispatcher's CPU).
 	work := make(chan outbox.Effect, d.cfg.Concurrency)
@@ -200,7 +208,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	close(work)
 	workers.Wait()
 	close(quit)
-	executor.Wait()
+	executors.Wait()
 	bg.Wait()
 	return nil
 }
