@@ -2,7 +2,8 @@
 // are waiting are pipelined as one pgx.Batch in one transaction — one round trip and one commit
 // (one WAL flush) instead of one each. Each caller's semantics are unchanged: its statement is the
 // same SQL, and when any statement of a batch fails the batch is rolled back and every statement
-// in it runs again in its own transaction, so each caller gets its own exact outcome. It never
+// in it runs again in its own transaction, with a deadline of its own, so each caller gets its own
+// exact outcome. A batch waits for a lock at most a quarter of its timeout. It never
 // waits to fill a batch: a batch is what queued while the previous one ran, so an idle system pays
 // no latency for it.
 //
@@ -44,8 +45,9 @@ type completion struct {
 	done  chan struct{}
 }
 
-// New returns a committer of batches of at most maxBatch statements, each batch (with its
-// fallback) bounded by timeout.
+// New returns a committer of batches of at most maxBatch statements. A batch is bounded by
+// timeout, and waits for a lock at most a quarter of it; each statement that then runs alone has
+// a timeout of its own.
 func New(pool *pgxpool.Pool, logger *slog.Logger, maxBatch int, timeout time.Duration) *Committer {
 	maxBatch = max(maxBatch, 1)
 	return &Committer{pool: pool, logger: logger, reqs: make(chan *completion, 4*maxBatch), maxBatch: maxBatch, timeout: timeout,
@@ -172,11 +174,11 @@ func (c *Committer) CommitTogether(queues ...func(b *Batch, report func(error)))
 }
 
 func (c *Committer) execute(batch []*completion) {
-	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-	defer cancel()
 	var alone []*completion
 	if len(batch) > 1 {
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		err := c.inTx(ctx, batch, false)
+		cancel()
 		if err == nil {
 			for _, r := range batch {
 				if errors.Is(r.err, ErrAlone) {
@@ -192,12 +194,16 @@ func (c *Committer) execute(batch []*completion) {
 	} else {
 		alone = batch
 	}
-	// Alone: one transaction each, with its single statement, for exact outcomes.
+	// Alone: one transaction each, with its single statement and its own deadline, for exact
+	// outcomes — a batch that ran out of time (a statement waiting for a lock) must not make the
+	// innocent statements in it fail for want of time.
 	for _, r := range alone {
 		r.err = nil
+		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 		if err := c.inTx(ctx, []*completion{r}, true); err != nil && r.err == nil {
 			r.err = err
 		}
+		cancel()
 		close(r.done)
 	}
 }
@@ -208,6 +214,12 @@ func (c *Committer) execute(batch []*completion) {
 // more).
 func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) error {
 	b := &Batch{alone: alone}
+	if !alone {
+		// Statements that share a transaction share its waits: one waiting for a row lock would
+		// hold every other caller of the batch until the timeout. Here it waits at most a quarter
+		// of it; the batch then rolls back and each statement runs alone, with its own deadline.
+		b.Queue(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, c.lockTimeout())
+	}
 	for _, r := range batch {
 		r.err = nil
 		r.queue(b, func(err error) { r.err = err })
@@ -219,6 +231,11 @@ func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) e
 		return fmt.Errorf("group commit: %w", err)
 	}
 	return nil
+}
+
+// lockTimeout is a batch's lock_timeout: a quarter of the timeout, in whole milliseconds.
+func (c *Committer) lockTimeout() string {
+	return fmt.Sprintf("%dms", max(c.timeout.Milliseconds()/4, 1))
 }
 
 // ErrAlone is what a Set reports for a request its statement did not carry out (a completion

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -244,5 +245,119 @@ func TestOverlapCommitsBesideABlockedBatch(t *testing.T) {
 	}
 	if err := <-blocked; err != nil {
 		t.Fatalf("the blocked statement, once the lock was released: %v", err)
+	}
+}
+
+// lockRow inserts row id and holds a row lock on it until the returned release is called.
+func lockRow(t *testing.T, pool *pgxpool.Pool, id int) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `INSERT INTO gc (id, v) VALUES ($1, 1)`, id); err != nil {
+		t.Fatal(err)
+	}
+	locker, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := locker.Exec(ctx, `SELECT 1 FROM gc WHERE id = $1 FOR UPDATE`, id); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() { once.Do(func() { _ = locker.Rollback(ctx) }) }
+	t.Cleanup(release)
+	return release
+}
+
+func update(id, v int) func(b *Batch, report func(error)) {
+	return func(b *Batch, report func(error)) {
+		b.Queue(`UPDATE gc SET v = $2 WHERE id = $1`, id, v).Exec(func(pgconn.CommandTag) error { return nil })
+		report(nil)
+	}
+}
+
+// A batch that runs out of time, one of its statements waiting for a row lock, leaves each
+// statement a deadline of its own: the one still waiting fails alone, the innocent one after it
+// commits.
+func TestFallbackStatementsHaveTheirOwnDeadline(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
+	lockRow(t, pool, 1)
+	c := New(pool, slog.New(slog.DiscardHandler), 10, time.Second)
+	errs := c.CommitTogether(update(1, 2), insert(2, 1))
+	if errs[0] == nil {
+		t.Error("the statement waiting for the lock committed")
+	}
+	if errs[1] != nil {
+		t.Errorf("the innocent statement: %v, want committed", errs[1])
+	}
+	if got := rows(t, pool); got != "1,2" {
+		t.Fatalf("rows %q, want 1,2", got)
+	}
+}
+
+// recorder keeps the messages and errors of the records logged.
+type recorder struct {
+	mu      sync.Mutex
+	records []string
+}
+
+func (r *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (r *recorder) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *recorder) WithGroup(string) slog.Handler            { return r }
+func (r *recorder) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, line)
+	return nil
+}
+
+func (r *recorder) find(substr string) (string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, l := range r.records {
+		if strings.Contains(l, substr) {
+			return l, true
+		}
+	}
+	return "", false
+}
+
+// A statement of a batch waits for a row lock for at most the batch's lock_timeout, a quarter of
+// its timeout, not for the whole of it: the batch rolls back on the lock timeout (55P03) and every
+// statement runs alone, where the one that waited commits once the lock is released.
+func TestBatchWaitsForALockAtMostItsLockTimeout(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
+	release := lockRow(t, pool, 1)
+	log := &recorder{}
+	c := New(pool, slog.New(log), 10, 8*time.Second) // lock_timeout 2 s
+	done := make(chan []error, 1)
+	go func() { done <- c.CommitTogether(update(1, 2), insert(2, 1)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if line, ok := log.find("rolled back"); ok {
+			if !strings.Contains(line, "55P03") {
+				t.Fatalf("the batch rolled back for another reason: %s", line)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the batch was still waiting for the lock after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	for i, err := range <-done {
+		if err != nil {
+			t.Errorf("statement %d: %v", i, err)
+		}
+	}
+	if got := rows(t, pool); got != "1,2" {
+		t.Fatalf("rows %q, want 1,2", got)
 	}
 }

@@ -35,7 +35,7 @@ func NewBatchPool(tb testing.TB) (*pgxpool.Pool, *Batches) {
 }
 
 // Functions lists, batch by batch, the first boardreadyops_ function each statement calls, as
-// "[[f g] [h]]" ("?" for a statement calling none).
+// "[[f g] [h]]" ("set_config" for a setting, "?" for a statement calling neither).
 func (b *Batches) Functions() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -44,6 +44,9 @@ func (b *Batches) Functions() string {
 		names := make([]string, len(batch))
 		for j, sql := range batch {
 			names[j] = "?"
+			if strings.Contains(sql, "pg_catalog.set_config(") {
+				names[j] = "set_config" // a batch's lock_timeout
+			}
 			if k := strings.Index(sql, "boardreadyops_"); k >= 0 {
 				if end := strings.IndexByte(sql[k:], '('); end > 0 {
 					names[j] = sql[k : k+end]
