@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
@@ -164,6 +165,50 @@ func TestRowRulesWithoutSetClause(t *testing.T) {
 	} {
 		if u, p := calls(c.path); u != c.unpinned || p != c.wantPinned {
 			t.Errorf("search_path %s: the row rules called %d times, their pinned twin %d; want %d and %d", c.path, u, p, c.unpinned, c.wantPinned)
+		}
+	}
+}
+
+// TestWorkflowFileRuleUnderEverySetting (00054) is the attack on the release-run row rule's
+// workflow-file pattern: a PL/pgSQL body is parsed under the session's
+// standard_conforming_strings, and with it off a backslash in a literal is an escape, so a pattern
+// written '\.ya?ml$' tested '.ya?ml$' — any character — and let a path through. The rule must
+// refuse such names on a fresh connection (the body compiled there) under every setting, on the
+// pinned search path and on another.
+func TestWorkflowFileRuleUnderEverySetting(t *testing.T) {
+	t.Parallel()
+	for _, conforming := range []string{"on", "off"} {
+		for _, path := range []string{"pg_catalog, pg_temp", "public"} {
+			t.Run("standard_conforming_strings="+conforming+"/"+path, func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				pool := pgtest.NewPool(t)
+				outboxRow(t, ctx, pool)
+				conn, err := pgx.Connect(ctx, pool.Config().ConnConfig.ConnString())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer func() { _ = conn.Close(ctx) }()
+				for _, s := range []string{
+					`SET escape_string_warning = off`,
+					`SET standard_conforming_strings = ` + conforming,
+					`SET search_path = ` + path,
+				} {
+					if _, err := conn.Exec(ctx, s); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for _, name := range []string{"../yml", "release/yml", "release_yaml", "release yml"} {
+					_, err := conn.Exec(ctx, `UPDATE public.release_runs SET workflow_file = $1`, name)
+					var pgErr *pgconn.PgError
+					if !errors.As(err, &pgErr) || pgErr.Code != "23514" || pgErr.ConstraintName != "release_runs_workflow_file_check" {
+						t.Errorf("workflow file %q: %v, want release_runs_workflow_file_check", name, err)
+					}
+				}
+				if _, err := conn.Exec(ctx, `UPDATE public.release_runs SET workflow_file = 'release.yaml'`); err != nil {
+					t.Errorf("a valid workflow file: %v", err)
+				}
+			})
 		}
 	}
 }

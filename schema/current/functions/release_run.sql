@@ -605,7 +605,7 @@ BEGIN
     IF pg_catalog.current_setting('search_path') OPERATOR(pg_catalog.=) 'pg_catalog, pg_temp' THEN
         IF (p_ref ~ '^refs/tags/.+' AND length(p_ref) <= 512) IS NOT FALSE
             AND (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') IS NOT FALSE
-            AND (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
+            AND (p_workflow_file ~ '^[A-Za-z0-9._-]+[.]ya?ml$'
                 AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) IS NOT FALSE
             AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'blocked', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
             AND (p_check_run_id > 0) IS NOT FALSE
@@ -634,7 +634,7 @@ BEGIN
     -- Every rule in one expression: the common case is a single evaluation.
     IF (p_ref ~ '^refs/tags/.+' AND length(p_ref) <= 512) IS NOT FALSE
         AND (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') IS NOT FALSE
-        AND (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
+        AND (p_workflow_file ~ '^[A-Za-z0-9._-]+[.]ya?ml$'
             AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) IS NOT FALSE
         AND (p_status IN ('requested', 'check_pending', 'dispatching', 'running', 'blocked', 'succeeded', 'failed', 'cancelled')) IS NOT FALSE
         AND (p_check_run_id > 0) IS NOT FALSE
@@ -649,7 +649,7 @@ BEGIN
     IF NOT (length(p_head_sha) IN (40, 64) AND p_head_sha ~ '^[0-9a-f]+$') THEN
         RETURN public.boardreadyops_row_rule_violation('release_runs', 'release_runs_head_sha_check');
     END IF;
-    IF NOT (p_workflow_file ~ '^[A-Za-z0-9._-]+\.ya?ml$'
+    IF NOT (p_workflow_file ~ '^[A-Za-z0-9._-]+[.]ya?ml$'
             AND length(p_workflow_file) - CASE WHEN right(p_workflow_file, 5) = '.yaml' THEN 5 ELSE 4 END <= 200) THEN
         RETURN public.boardreadyops_row_rule_violation('release_runs', 'release_runs_workflow_file_check');
     END IF;
