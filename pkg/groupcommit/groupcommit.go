@@ -2,10 +2,13 @@
 // are waiting are pipelined as one pgx.Batch in one transaction — one round trip and one commit
 // (one WAL flush) instead of one each. Each caller's semantics are unchanged: its statement is the
 // same SQL, and when any statement of a batch fails the batch is rolled back and every statement
-// in it runs again in its own transaction, with a deadline of its own, so each caller gets its own
-// exact outcome. A batch waits for a lock at most a quarter of its timeout. It never
-// waits to fill a batch: a batch is what queued while the previous one ran, so an idle system pays
-// no latency for it.
+// in it runs again in its own transaction, so each caller gets its own exact outcome. A batch
+// whose outcome is unknown (its connection cut, its timeout reached) is not run again: each caller
+// gets its error. In a batch, and in the statements run alone after one, each lock wait lasts at
+// most a quarter of the timeout, and the statements run alone after a batch share one fresh
+// timeout: an executor is held by one batch for at most twice its timeout. It never waits to fill
+// a batch: a batch is what queued while the previous one ran, so an idle system pays no latency
+// for it.
 //
 // Requests of one kind can share one set-based statement (Batch.Join): the statement reports, per
 // request, done or ErrAlone — "not done here" — and a request left out runs again alone, in its own
@@ -21,6 +24,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -46,8 +50,8 @@ type completion struct {
 }
 
 // New returns a committer of batches of at most maxBatch statements. A batch is bounded by
-// timeout, and waits for a lock at most a quarter of it; each statement that then runs alone has
-// a timeout of its own.
+// timeout, each of its lock waits by a quarter of it; the statements then run alone share one more
+// timeout.
 func New(pool *pgxpool.Pool, logger *slog.Logger, maxBatch int, timeout time.Duration) *Committer {
 	maxBatch = max(maxBatch, 1)
 	return &Committer{pool: pool, logger: logger, reqs: make(chan *completion, 4*maxBatch), maxBatch: maxBatch, timeout: timeout,
@@ -92,7 +96,7 @@ func (c *Committer) Do(ctx context.Context, queue func(b *Batch, report func(err
 	if err != nil {
 		return err
 	}
-	<-req.done // Run always answers: each batch is bounded by its own timeout
+	<-req.done // Run always answers: a batch and its fallback are bounded by twice the timeout
 	return req.err
 }
 
@@ -177,9 +181,10 @@ func (c *Committer) execute(batch []*completion) {
 	var alone []*completion
 	if len(batch) > 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		err := c.inTx(ctx, batch, false)
+		err := c.inTx(ctx, batch, false, true)
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
 			for _, r := range batch {
 				if errors.Is(r.err, ErrAlone) {
 					alone = append(alone, r) // its set's statement left it out: exact outcome alone
@@ -187,37 +192,65 @@ func (c *Committer) execute(batch []*completion) {
 				}
 				close(r.done)
 			}
-		} else {
+		case rolledBack(err):
 			c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
 			alone = batch
+		default:
+			// The batch may have committed (the connection was cut, or the context ended, after
+			// the commit was sent): running its statements again could do them twice. Every
+			// caller gets the error, as a lost connection gives any caller.
+			c.logger.Warn("group commit batch outcome unknown; not running its statements again", "size", len(batch), "error", err)
+			for _, r := range batch {
+				r.err = err
+				close(r.done)
+			}
+			return
 		}
-	} else {
-		alone = batch
-	}
-	// Alone: one transaction each, with its single statement and its own deadline, for exact
-	// outcomes — a batch that ran out of time (a statement waiting for a lock) must not make the
-	// innocent statements in it fail for want of time.
-	for _, r := range alone {
-		r.err = nil
-		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		if err := c.inTx(ctx, []*completion{r}, true); err != nil && r.err == nil {
-			r.err = err
+		if len(alone) == 0 {
+			return
 		}
-		cancel()
-		close(r.done)
+		// After a batch: one deadline for all of them, and each lock wait bounded as in the batch,
+		// so that one statement still waiting for its lock neither holds the executor for a
+		// timeout per statement nor leaves the innocent ones after it without time.
+		ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
+		defer cancel()
+		for _, r := range alone {
+			c.runAlone(ctx, r, true)
+		}
+		return
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	c.runAlone(ctx, batch[0], false)
+}
+
+// runAlone runs one request's statement in its own transaction, for its exact outcome.
+func (c *Committer) runAlone(ctx context.Context, r *completion, lockTimeout bool) {
+	r.err = nil
+	if err := c.inTx(ctx, []*completion{r}, true, lockTimeout); err != nil && r.err == nil {
+		r.err = err
+	}
+	close(r.done)
+}
+
+// rolledBack reports whether a batch's error shows that none of it committed: the server
+// reported an error, which aborts the batch's one transaction, or the batch never left.
+func rolledBack(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) || pgconn.SafeToRetry(err)
 }
 
 // inTx runs the statements in one transaction; any failure rolls all of them back. The batch is
 // one pipeline ending in one Sync, which PostgreSQL runs as one implicit transaction, committed
 // at the Sync — the whole group commit is one round trip (an explicit BEGIN and COMMIT were two
 // more).
-func (c *Committer) inTx(ctx context.Context, batch []*completion, alone bool) error {
+func (c *Committer) inTx(ctx context.Context, batch []*completion, alone, lockTimeout bool) error {
 	b := &Batch{alone: alone}
-	if !alone {
-		// Statements that share a transaction share its waits: one waiting for a row lock would
-		// hold every other caller of the batch until the timeout. Here it waits at most a quarter
-		// of it; the batch then rolls back and each statement runs alone, with its own deadline.
+	if lockTimeout {
+		// Statements that share a transaction, or an executor's fallback, share its waits: one
+		// waiting for a row lock would hold every other caller until the timeout. Here each lock
+		// wait lasts at most a quarter of it (55P03); a batch then rolls back and each statement
+		// runs alone.
 		b.Queue(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, c.lockTimeout())
 	}
 	for _, r := range batch {

@@ -275,23 +275,47 @@ func update(id, v int) func(b *Batch, report func(error)) {
 	}
 }
 
-// A batch that runs out of time, one of its statements waiting for a row lock, leaves each
-// statement a deadline of its own: the one still waiting fails alone, the innocent one after it
-// commits.
-func TestFallbackStatementsHaveTheirOwnDeadline(t *testing.T) {
+// A statement waiting for a row lock fails its batch on the lock timeout and fails alone on it
+// again, while the statements that only shared its batch commit alone: they are neither left
+// without time (before, the fallback ran on the batch's expired deadline) nor held for a timeout
+// each.
+func TestInnocentStatementsCommitBesideALockWait(t *testing.T) {
 	t.Parallel()
 	pool := newTable(t)
 	lockRow(t, pool, 1)
+	c := New(pool, slog.New(slog.DiscardHandler), 10, 4*time.Second) // lock_timeout 1 s
+	errs := c.CommitTogether(update(1, 2), insert(2, 1), insert(3, 1))
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[0], &pgErr) || pgErr.Code != "55P03" {
+		t.Errorf("the statement waiting for the lock: %v, want its lock timeout (55P03)", errs[0])
+	}
+	if errs[1] != nil || errs[2] != nil {
+		t.Errorf("the innocent statements: %v, %v; want committed", errs[1], errs[2])
+	}
+	if got := rows(t, pool); got != "1,2,3" {
+		t.Fatalf("rows %q, want 1,2,3", got)
+	}
+}
+
+// A batch whose outcome is unknown — its deadline passed while it ran, so the connection was cut
+// and it may have committed — is not run again statement by statement, which could do a statement
+// twice: every caller gets the error.
+func TestUnknownOutcomeIsNotRunAgain(t *testing.T) {
+	t.Parallel()
+	pool := newTable(t)
 	c := New(pool, slog.New(slog.DiscardHandler), 10, time.Second)
-	errs := c.CommitTogether(update(1, 2), insert(2, 1))
-	if errs[0] == nil {
-		t.Error("the statement waiting for the lock committed")
+	sleep := func(b *Batch, report func(error)) {
+		b.Queue(`SELECT pg_sleep(3)`).Exec(func(pgconn.CommandTag) error { return nil })
+		report(nil)
 	}
-	if errs[1] != nil {
-		t.Errorf("the innocent statement: %v, want committed", errs[1])
+	errs := c.CommitTogether(insert(5, 1), sleep)
+	for i, err := range errs {
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("statement %d: %v, want the batch's deadline", i, err)
+		}
 	}
-	if got := rows(t, pool); got != "1,2" {
-		t.Fatalf("rows %q, want 1,2", got)
+	if got := rows(t, pool); got != "" {
+		t.Fatalf("rows %q: a statement of the cut batch ran again", got)
 	}
 }
 

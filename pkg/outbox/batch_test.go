@@ -111,7 +111,7 @@ func TestQueuedCheckRunCompletionsShareOneStatement(t *testing.T) {
 	wantStatus(t, ctx, b, theirs, outbox.StatusLeased)
 	wantStatus(t, ctx, b, create, outbox.StatusLeased)
 
-	want := "[[set_config boardreadyops_outbox_complete_check_run_complete_batch] [boardreadyops_outbox_complete_check_run_complete] [boardreadyops_outbox_complete_check_run_complete]]"
+	want := "[[set_config boardreadyops_outbox_complete_check_run_complete_batch] [set_config boardreadyops_outbox_complete_check_run_complete] [set_config boardreadyops_outbox_complete_check_run_complete]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -155,7 +155,7 @@ func TestQueuedStartsShareOneStatement(t *testing.T) {
 	}
 	// One set per worker (a dispatcher has one); the two refused run alone.
 	want := "[[set_config boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch boardreadyops_outbox_start_delivery_batch]" +
-		" [boardreadyops_outbox_start_delivery] [boardreadyops_outbox_start_delivery]]"
+		" [set_config boardreadyops_outbox_start_delivery] [set_config boardreadyops_outbox_start_delivery]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -295,8 +295,8 @@ func TestQueuedCheckRunCreationsShareOneStatement(t *testing.T) {
 	if !errors.Is(errs[4], sqlstate.ErrWrongEffectType) {
 		t.Errorf("check-run update: %v, want ErrWrongEffectType", errs[4])
 	}
-	want := "[[set_config boardreadyops_outbox_complete_check_run_create_batch] [boardreadyops_outbox_complete_check_run_create]" +
-		" [boardreadyops_outbox_complete_check_run_create] [boardreadyops_outbox_complete_check_run_create]]"
+	want := "[[set_config boardreadyops_outbox_complete_check_run_create_batch] [set_config boardreadyops_outbox_complete_check_run_create]" +
+		" [set_config boardreadyops_outbox_complete_check_run_create] [set_config boardreadyops_outbox_complete_check_run_create]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -412,8 +412,8 @@ func TestQueuedDispatchCompletionsShareOneCall(t *testing.T) {
 			t.Errorf("completion %d: %v, want %v", i, errs[i], want)
 		}
 	}
-	want := "[[set_config boardreadyops_outbox_complete_workflow_dispatch_batch] [boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
-		" [boardreadyops_outbox_complete_workflow_dispatch_with_run] [boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
+	want := "[[set_config boardreadyops_outbox_complete_workflow_dispatch_batch] [set_config boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
+		" [set_config boardreadyops_outbox_complete_workflow_dispatch_with_run] [set_config boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
@@ -438,8 +438,8 @@ func TestQueuedDispatchCompletionsShareOneCall(t *testing.T) {
 	if errs[0] != nil || !errors.Is(errs[1], sqlstate.ErrCannotAdvance) {
 		t.Errorf("one workflow run twice: %v, %v; want nil, ErrCannotAdvance", errs[0], errs[1])
 	}
-	want = "[[set_config boardreadyops_outbox_complete_workflow_dispatch_batch] [boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
-		" [boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
+	want = "[[set_config boardreadyops_outbox_complete_workflow_dispatch_batch] [set_config boardreadyops_outbox_complete_workflow_dispatch_with_run]" +
+		" [set_config boardreadyops_outbox_complete_workflow_dispatch_with_run]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}

@@ -48,7 +48,7 @@ func TestSetBasedAccepts(t *testing.T) {
 	if rows != 3 || jobs != 3 {
 		t.Fatalf("%d inbox rows, %d jobs; want 3, 3", rows, jobs)
 	}
-	want := "[[set_config boardreadyops_webhook_accept_batch] [boardreadyops_webhook_accept] [boardreadyops_webhook_accept]]"
+	want := "[[set_config boardreadyops_webhook_accept_batch] [set_config boardreadyops_webhook_accept] [set_config boardreadyops_webhook_accept]]"
 	if got := tr.Functions(); got != want {
 		t.Fatalf("batches %s\nwant    %s", got, want)
 	}
