@@ -115,7 +115,7 @@ type StartConfig struct {
 	Ready []opsserver.ReadyFunc
 }
 
-// Start opens the pool, builds the registry (with Go runtime and process collectors) and binds
+// Start opens the pool, builds the registry (with Go runtime, process and pool collectors) and binds
 // the operational endpoints. Readiness is the database check plus cfg.Ready.
 func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 	if cfg.Name == "" {
@@ -141,7 +141,8 @@ func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		database.NewPoolCollector(pool))
 	ready := func(ctx context.Context) error {
 		if err := database.CheckReady(ctx, pool); err != nil {
 			return err

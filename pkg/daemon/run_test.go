@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"sync"
 	"testing"
@@ -84,6 +85,16 @@ func TestRunServesAndStopsOnCancel(t *testing.T) {
 			}()
 			waitStatus(t, "http://"+addr+"/healthz", http.StatusOK)
 			waitStatus(t, "http://"+addr+"/readyz", tt.wantReady)
+			// Every service exports its pool's statistics (docs/operations.md).
+			resp, err := http.Get("http://" + addr + "/metrics")
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if !bytes.Contains(body, []byte("\nboardreadyops_db_pool_max_connections 10\n")) {
+				t.Errorf("/metrics lacks the pool's statistics:\n%s", body)
+			}
 			cancel()
 			select {
 			case err := <-done:
