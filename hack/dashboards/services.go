@@ -216,19 +216,31 @@ func processRow() row {
 			title:       "CPU cores used, by instance",
 			description: "CPU seconds each instance uses per second: 1 is one core busy.",
 			unit:        "short",
+			width:       6,
 			queries:     []query{{`sum by (instance) (` + rate(m("process_cpu_seconds_total")) + `)`, "{{instance}}"}},
 		},
 		{
 			title:       "Resident memory, by instance",
 			description: "Resident set size of each instance.",
 			unit:        "bytes",
+			width:       6,
 			queries:     []query{{`max by (instance) (` + m("process_resident_memory_bytes") + `)`, "{{instance}}"}},
 		},
 		{
 			title:       "Goroutines, by instance",
 			description: "Goroutines alive in each instance; a steady climb is a leak.",
 			unit:        "short",
+			width:       6,
 			queries:     []query{{`max by (instance) (` + m("go_goroutines") + `)`, "{{instance}}"}},
+		},
+		{
+			title: "Waiting for a database connection, by instance",
+			description: "Seconds per second the callers of each instance wait for a pooled connection because none is idle " +
+				"(docs/operations.md, \"Database pool metrics\"). Near 1 or more: raise BOARDREADYOPS_DB_MAX_CONNS.",
+			unit:             "s",
+			width:            6,
+			emptyWhenHealthy: true,
+			queries:          []query{{`sum by (instance) (` + rate(m("boardreadyops_db_pool_empty_acquire_wait_seconds_total")) + `)`, "{{instance}}"}},
 		},
 	}}
 }
