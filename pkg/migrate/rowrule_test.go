@@ -212,3 +212,31 @@ func TestWorkflowFileRuleUnderEverySetting(t *testing.T) {
 		}
 	}
 }
+
+// TestNoBackslashInFunctionBodies: the meaning of a backslash in a string literal of a function
+// body depends on the calling session's standard_conforming_strings (00054); no function of ours
+// may have one, so that a new migration cannot bring the weakness back unnoticed. Write '[.]'
+// for a literal dot in a pattern, chr(92) for a backslash.
+func TestNoBackslashInFunctionBodies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	rows, err := pool.Query(ctx, `SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p
+		WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'boardreadyops%'
+		  AND strpos(p.prosrc, chr(92)) > 0 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'public'::regnamespace
+		AND proname LIKE 'boardreadyops%'`).Scan(&count); err != nil || count < 100 {
+		t.Fatalf("%d functions found (%v): the test proves nothing", count, err)
+	}
+	if len(names) > 0 {
+		t.Fatalf("function bodies with a backslash: %v", names)
+	}
+}
