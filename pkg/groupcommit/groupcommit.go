@@ -35,6 +35,8 @@ type Committer struct {
 	reqs     chan *completion
 	maxBatch int
 	timeout  time.Duration
+	// lockTimeout is a batch's lock_timeout setting: a quarter of timeout, in whole milliseconds.
+	lockTimeout string
 	// turn, with Overlap set, is held by the executor committing: another waits up to overlap for
 	// it before it commits beside it.
 	turn    chan struct{}
@@ -55,7 +57,7 @@ type completion struct {
 func New(pool *pgxpool.Pool, logger *slog.Logger, maxBatch int, timeout time.Duration) *Committer {
 	maxBatch = max(maxBatch, 1)
 	return &Committer{pool: pool, logger: logger, reqs: make(chan *completion, 4*maxBatch), maxBatch: maxBatch, timeout: timeout,
-		turn: make(chan struct{}, 1)}
+		lockTimeout: fmt.Sprintf("%dms", max(timeout.Milliseconds()/4, 1)), turn: make(chan struct{}, 1)}
 }
 
 // Overlap makes the executors (several Run calls) take turns: one that has a request waits, while
@@ -178,50 +180,54 @@ func (c *Committer) CommitTogether(queues ...func(b *Batch, report func(error)))
 }
 
 func (c *Committer) execute(batch []*completion) {
-	var alone []*completion
-	if len(batch) > 1 {
+	if len(batch) == 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
-		err := c.inTx(ctx, batch, false, true)
-		cancel()
-		switch {
-		case err == nil:
-			for _, r := range batch {
-				if errors.Is(r.err, ErrAlone) {
-					alone = append(alone, r) // its set's statement left it out: exact outcome alone
-					continue
-				}
-				close(r.done)
-			}
-		case rolledBack(err):
-			c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
-			alone = batch
-		default:
-			// The batch may have committed (the connection was cut, or the context ended, after
-			// the commit was sent): running its statements again could do them twice. Every
-			// caller gets the error, as a lost connection gives any caller.
-			c.logger.Warn("group commit batch outcome unknown; not running its statements again", "size", len(batch), "error", err)
-			for _, r := range batch {
-				r.err = err
-				close(r.done)
-			}
-			return
-		}
-		if len(alone) == 0 {
-			return
-		}
-		// After a batch: one deadline for all of them, and each lock wait bounded as in the batch,
-		// so that one statement still waiting for its lock neither holds the executor for a
-		// timeout per statement nor leaves the innocent ones after it without time.
-		ctx, cancel = context.WithTimeout(context.Background(), c.timeout)
 		defer cancel()
-		for _, r := range alone {
-			c.runAlone(ctx, r, true)
-		}
+		c.runAlone(ctx, batch[0], false)
 		return
 	}
+	alone := c.commitBatch(batch)
+	// After a batch: one deadline for all that run alone, and each lock wait bounded as in the
+	// batch, so that one statement still waiting for its lock neither holds the executor for a
+	// timeout per statement nor leaves the innocent ones after it without time.
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
 	defer cancel()
-	c.runAlone(ctx, batch[0], false)
+	for _, r := range alone {
+		c.runAlone(ctx, r, true)
+	}
+}
+
+// commitBatch runs the batch as one transaction and answers every request it settled; it returns
+// those that must run alone: all of them when the batch rolled back, those their set left out
+// when it committed.
+func (c *Committer) commitBatch(batch []*completion) (alone []*completion) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	err := c.inTx(ctx, batch, false, true)
+	switch {
+	case err == nil:
+		for _, r := range batch {
+			if errors.Is(r.err, ErrAlone) {
+				alone = append(alone, r) // its set's statement left it out: exact outcome alone
+				continue
+			}
+			close(r.done)
+		}
+		return alone
+	case rolledBack(err):
+		c.logger.Debug("group commit batch rolled back; running each statement alone", "size", len(batch), "error", err)
+		return batch
+	default:
+		// The batch may have committed (the connection was cut, or the context ended, after the
+		// commit was sent): running its statements again could do them twice. Every caller gets
+		// the error, as a lost connection gives any caller.
+		c.logger.Warn("group commit batch outcome unknown; not running its statements again", "size", len(batch), "error", err)
+		for _, r := range batch {
+			r.err = err
+			close(r.done)
+		}
+		return nil
+	}
 }
 
 // runAlone runs one request's statement in its own transaction, for its exact outcome.
@@ -251,7 +257,7 @@ func (c *Committer) inTx(ctx context.Context, batch []*completion, alone, lockTi
 		// waiting for a row lock would hold every other caller until the timeout. Here each lock
 		// wait lasts at most a quarter of it (55P03); a batch then rolls back and each statement
 		// runs alone.
-		b.Queue(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, c.lockTimeout())
+		b.Queue(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, c.lockTimeout)
 	}
 	for _, r := range batch {
 		r.err = nil
@@ -264,11 +270,6 @@ func (c *Committer) inTx(ctx context.Context, batch []*completion, alone, lockTi
 		return fmt.Errorf("group commit: %w", err)
 	}
 	return nil
-}
-
-// lockTimeout is a batch's lock_timeout: a quarter of the timeout, in whole milliseconds.
-func (c *Committer) lockTimeout() string {
-	return fmt.Sprintf("%dms", max(c.timeout.Milliseconds()/4, 1))
 }
 
 // ErrAlone is what a Set reports for a request its statement did not carry out (a completion
