@@ -1,0 +1,10 @@
+package telemetry
+
+import "time"
+
+// SetClock makes the exemplar gates read clock until the returned function restores time.Now.
+// Only for tests that are not parallel.
+func SetClock(clock func() time.Time) (restore func()) {
+	now = clock
+	return func() { now = time.Now }
+}
