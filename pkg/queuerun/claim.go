@@ -77,13 +77,7 @@ func (c *Claimer[T]) Claim(ctx context.Context, claim func(ctx context.Context) 
 	end := time.Now()
 	c.cfg.Duration.Observe(end.Sub(start).Seconds())
 	if err == nil && len(batch) > 0 {
-		tps := make([]string, 0, len(batch))
-		for _, item := range batch {
-			if tp := c.cfg.Traceparent(item); tp != nil {
-				tps = append(tps, *tp)
-			}
-		}
-		telemetry.ClaimSpan(c.cfg.Tracer, c.cfg.SpanName, start, end, tps)
+		telemetry.ClaimSpan(c.cfg.Tracer, c.cfg.SpanName, start, end, batch, c.cfg.Traceparent)
 	}
 	return batch, err
 }

@@ -59,17 +59,26 @@ func TraceID(ctx context.Context) string {
 	return sc.TraceID().String()
 }
 
-// ClaimSpan records a span for a claim that returned work, from start to end, linked to the
-// traces of the claimed items (their stored traceparents). Empty claims (idle polling) record
-// nothing.
-func ClaimSpan(tracer trace.Tracer, name string, start, end time.Time, traceparents []string) {
-	links := make([]trace.Link, 0, len(traceparents))
-	for _, tp := range traceparents {
-		if sc := trace.SpanContextFromContext(ContextWithTraceparent(context.Background(), tp)); sc.IsValid() {
-			links = append(links, trace.Link{SpanContext: sc})
+// ClaimSpan records a span for a claim that returned items, from start to end, linked to the
+// traces of the claimed items (their stored traceparents, nil for none). Empty claims (idle
+// polling) record nothing. The links and attributes are built only for a span that records them
+// (an exporter is configured): parsing every claimed item's traceparent for telemetry.IDs' spans
+// was work on the claim loop's serial path for nothing.
+func ClaimSpan[T any](tracer trace.Tracer, name string, start, end time.Time, items []T, traceparent func(T) *string) {
+	_, span := tracer.Start(context.Background(), name, trace.WithTimestamp(start))
+	if span.IsRecording() {
+		n := 0
+		for _, item := range items {
+			tp := traceparent(item)
+			if tp == nil {
+				continue
+			}
+			n++
+			if sc := trace.SpanContextFromContext(ContextWithTraceparent(context.Background(), *tp)); sc.IsValid() {
+				span.AddLink(trace.Link{SpanContext: sc})
+			}
 		}
+		span.SetAttributes(attribute.Int("boardreadyops.batch_size", n))
 	}
-	_, span := tracer.Start(context.Background(), name, trace.WithTimestamp(start), trace.WithLinks(links...),
-		trace.WithAttributes(attribute.Int("boardreadyops.batch_size", len(traceparents))))
 	span.End(trace.WithTimestamp(end))
 }

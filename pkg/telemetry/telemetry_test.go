@@ -3,10 +3,13 @@ package telemetry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/boardreadyops/cloud/pkg/telemetry"
@@ -109,5 +112,49 @@ func TestIDsMatchTheSDK(t *testing.T) {
 	}
 	if telemetry.Traceparent(ctx) == "" || telemetry.TraceID(ctx) != span.SpanContext().TraceID().String() {
 		t.Fatal("no traceparent or trace id for an IDs span")
+	}
+}
+
+// TestClaimSpanReadsItemsOnlyWhenRecording: a claim span of telemetry.IDs (no exporter) reads
+// none of the claimed items' traceparents; a recording one links to each valid one.
+func TestClaimSpanReadsItemsOnlyWhenRecording(t *testing.T) {
+	t.Parallel()
+	tps := []string{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "garbage", ""}
+	items := []int{0, 1, 2, 3} // item 3 has none
+	for _, tc := range []struct {
+		name      string
+		recording bool
+	}{{"no exporter", false}, {"recording", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			rec := tracetest.NewSpanRecorder()
+			tracer := telemetry.IDs.Tracer("test")
+			if tc.recording {
+				tracer = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")
+			}
+			read := 0
+			start := time.Now()
+			telemetry.ClaimSpan(tracer, "test.claim", start, start.Add(time.Millisecond), items, func(i int) *string {
+				read++
+				if i < len(tps) {
+					return &tps[i]
+				}
+				return nil
+			})
+			if !tc.recording {
+				if read != 0 {
+					t.Fatalf("%d traceparents read for a span that records nothing", read)
+				}
+				return
+			}
+			spans := rec.Ended()
+			if read != len(items) || len(spans) != 1 || len(spans[0].Links()) != 1 ||
+				spans[0].Links()[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
+				t.Fatalf("%d read, spans %v", read, spans)
+			}
+			if got := spans[0].Attributes(); len(got) != 1 || got[0].Value.AsInt64() != 3 {
+				t.Fatalf("attributes %v, want a batch_size of the 3 items with a traceparent", got)
+			}
+		})
 	}
 }

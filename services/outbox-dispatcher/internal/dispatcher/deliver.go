@@ -223,12 +223,15 @@ func (d *Dispatcher) checkRunUpdate(e outbox.Effect, p payload) githubapp.CheckR
 	return u
 }
 
+// groupCommitSpan are the options of commit's span, built once: one delivery or two per effect.
+var groupCommitSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient),
+	trace.WithAttributes(attribute.String("db.system", "postgresql"), attribute.Bool("boardreadyops.group_commit", true))}
+
 // commit runs one state-machine call through the group committer. The batch runs outside the
 // delivery's context, so its query spans are not in the delivery's trace: this span, named as the
 // query tracer names the call, stands for it there.
 func (d *Dispatcher) commit(ctx context.Context, function string, queue func(b *groupcommit.Batch, report func(error))) error {
-	ctx, span := d.tracer.Start(ctx, "db "+function, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attribute.String("db.system", "postgresql"), attribute.Bool("boardreadyops.group_commit", true)))
+	ctx, span := d.tracer.Start(ctx, "db "+function, groupCommitSpan...)
 	defer span.End()
 	err := d.completer.Do(ctx, queue)
 	if err != nil {

@@ -110,11 +110,14 @@ func (e *env) build(lease time.Duration, edit func(*dispatcher.Config), pool *pg
 	return d
 }
 
-// newDispatcher builds a dispatcher from cfg with a test tracer and no logs.
+// newDispatcher builds a dispatcher from cfg with no logs and, unless cfg names one, the tracer of
+// a service without an exporter (telemetry.Setup), as the benchmarks measure it.
 func newDispatcher(tb testing.TB, pool *pgxpool.Pool, cfg dispatcher.Config) *dispatcher.Dispatcher {
 	tb.Helper()
-	// The tracer of a service without an exporter (telemetry.Setup), as the benchmarks measure it.
-	cfg.Tracer, cfg.Logger = telemetry.IDs.Tracer("test"), slog.New(slog.DiscardHandler)
+	if cfg.Tracer == nil {
+		cfg.Tracer = telemetry.IDs.Tracer("test")
+	}
+	cfg.Logger = slog.New(slog.DiscardHandler)
 	d, err := dispatcher.New(pool, cfg)
 	if err != nil {
 		tb.Fatal(err)
