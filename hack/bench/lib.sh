@@ -23,9 +23,16 @@ trap bench_cleanup EXIT
 port=${BENCH_PG_PORT:-55440}
 # PG_STATEMENTS=1 loads pg_stat_statements (statements inside functions too) for profiling runs;
 # its overhead makes those runs unfit for the recorded figures.
-pg_settings=()
+#
+# wal_init_zero=off: a fresh server has no WAL segments to recycle, so every 16 MB of WAL made it
+# create and zero-fill a new segment inside some commit: 10-20 ms, the slowest claims of the
+# machinery benchmark, every 80 claims of 128. A server in service recycles its segments at
+# checkpoints and zero-fills none (docs/performance.md, "In flight and claim size against River").
+# The setting only skips the zero fill of a new segment (its size is still written): WAL is
+# flushed and fsynced as before.
+pg_settings=(--set wal_init_zero=off)
 if [[ -n "${PG_STATEMENTS:-}" ]]; then
-	pg_settings=(--set shared_preload_libraries=pg_stat_statements --set pg_stat_statements.track=all)
+	pg_settings+=(--set shared_preload_libraries=pg_stat_statements --set pg_stat_statements.track=all)
 fi
 # PG_SET="name=value …" sets server parameters for the run (e.g. autovacuum_naptime=10s).
 for setting in ${PG_SET:-}; do pg_settings+=(--set "$setting"); done
