@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Dispatcher benchmarks (docs/performance.md) on a fresh durable PostgreSQL, interleaved round by
 # round so that the machine's noise falls on every contender alike:
-#   - the queue machinery with a no-op GitHub (30,000 check-run completions, 256 deliveries in
-#     flight: BenchmarkQueueMachinery);
+#   - the queue machinery with a no-op GitHub (30,000 check-run completions, 1,024 deliveries in
+#     flight, claims of 128: BenchmarkQueueMachinery);
 #   - River (hack/bench/river), 30,000 pre-inserted no-op jobs, at its best settings (MaxWorkers
 #     1000, FetchCooldown 1 ms) and at its defaults;
 # then end to end against the GitHub simulator (10,000 release runs, 64 in flight), and
