@@ -17,7 +17,8 @@ import (
 // ExemplarInterval is the least time between two exemplars of one histogram bucket. A scrape sees
 // only the last exemplar of each bucket, so one every ExemplarInterval per bucket shows what an
 // exemplar on every observation would: a busy bucket still gets ten a second, and a rare one — the
-// outlier a dashboard links from — gets every observation's. Attaching one costs the client
+// outlier a dashboard links from — gets every observation's that comes at least that long after
+// the one before. Attaching one costs the client
 // library about a microsecond and five allocations (a time stamp, a label pair, validation),
 // which on every delivery was a tenth of the dispatcher's CPU (docs/performance.md).
 const ExemplarInterval = 100 * time.Millisecond
@@ -46,17 +47,23 @@ func ObserveTraceID(o prometheus.Observer, v float64, traceID string) {
 	o.Observe(v)
 }
 
-// now is the exemplar gates' clock (tests move it).
-var now = time.Now
+// epoch and now are the exemplar gates' clock: monotonic nanoseconds since the process started,
+// so that a wall-clock step back does not close every bucket for as long (tests move it).
+var (
+	epoch = time.Now()
+	now   = func() int64 { return int64(time.Since(epoch)) }
+)
 
 // gates holds a bucketGate per histogram observed with exemplars (one per series: a vector's
-// WithLabelValues returns the same histogram for the same labels).
+// WithLabelValues returns the same histogram for the same labels), or a nil one for an observer
+// whose buckets cannot be read. Entries are never removed: the services neither delete nor reset
+// the series they observe, so there is one per series for the life of the process.
 var gates sync.Map
 
 // bucketGate is one histogram's buckets and when each takes an exemplar again.
 type bucketGate struct {
 	bounds []float64      // upper bounds, ascending, without +Inf
-	next   []atomic.Int64 // per bucket, +Inf last: the Unix time in ns from which it takes one
+	next   []atomic.Int64 // per bucket, +Inf last: the clock (now) from which it takes one
 }
 
 // exemplarDue reports whether o's bucket for v may take an exemplar now, and if so, closes it for
@@ -67,7 +74,7 @@ func exemplarDue(o prometheus.Observer, v float64) bool {
 		return true
 	}
 	next := &g.next[sort.SearchFloat64s(g.bounds, v)] // the first bucket whose bound is ≥ v
-	t, at := next.Load(), now().UnixNano()
+	t, at := next.Load(), now()
 	return at >= t && next.CompareAndSwap(t, at+int64(ExemplarInterval))
 }
 
@@ -79,12 +86,11 @@ func gateOf(o prometheus.Observer) *bucketGate {
 	if g, ok := gates.Load(o); ok {
 		return g.(*bucketGate)
 	}
-	m, ok := o.(prometheus.Metric)
-	if !ok {
-		return nil
-	}
+	// Looked at once: an observer without classic buckets (a summary, a native-only histogram) is
+	// remembered as such rather than written out again on every observation.
 	var pb dto.Metric
-	if err := m.Write(&pb); err != nil || pb.GetHistogram() == nil || len(pb.GetHistogram().GetBucket()) == 0 {
+	if m, ok := o.(prometheus.Metric); !ok || m.Write(&pb) != nil || len(pb.GetHistogram().GetBucket()) == 0 {
+		gates.Store(o, (*bucketGate)(nil))
 		return nil
 	}
 	g := &bucketGate{}

@@ -5,6 +5,7 @@ import "time"
 // SetClock makes the exemplar gates read clock until the returned function restores time.Now.
 // Only for tests that are not parallel.
 func SetClock(clock func() time.Time) (restore func()) {
-	now = clock
-	return func() { now = time.Now }
+	saved := now
+	now = func() int64 { return clock().UnixNano() }
+	return func() { now = saved }
 }
