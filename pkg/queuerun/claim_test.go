@@ -117,8 +117,8 @@ func TestClaimSpanAndDuration(t *testing.T) {
 				t.Fatalf("first link to trace %s", got)
 			}
 			for _, a := range s.Attributes() {
-				if a.Key == attribute.Key("boardreadyops.batch_size") && a.Value.AsInt64() != int64(tt.wantLinks) {
-					t.Fatalf("batch_size %d, want %d", a.Value.AsInt64(), tt.wantLinks)
+				if a.Key == attribute.Key("boardreadyops.batch_size") && a.Value.AsInt64() != int64(len(tt.batch)) {
+					t.Fatalf("batch_size %d, want %d", a.Value.AsInt64(), len(tt.batch))
 				}
 			}
 		})

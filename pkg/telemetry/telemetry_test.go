@@ -152,8 +152,8 @@ func TestClaimSpanReadsItemsOnlyWhenRecording(t *testing.T) {
 				spans[0].Links()[0].SpanContext.TraceID().String() != "4bf92f3577b34da6a3ce929d0e0e4736" {
 				t.Fatalf("%d read, spans %v", read, spans)
 			}
-			if got := spans[0].Attributes(); len(got) != 1 || got[0].Value.AsInt64() != 3 {
-				t.Fatalf("attributes %v, want a batch_size of the 3 items with a traceparent", got)
+			if got := spans[0].Attributes(); len(got) != 1 || got[0].Value.AsInt64() != int64(len(items)) {
+				t.Fatalf("attributes %v, want a batch_size of the %d items", got, len(items))
 			}
 		})
 	}
