@@ -41,7 +41,8 @@ run_best() {
 }
 for round in $(seq 1 "$count"); do
 	# The two contenders take turns going first: the one after River at its defaults (30 s, and a
-	# database created and dropped) meets whatever that leaves behind.
+	# database created and dropped) meets whatever that leaves behind. An even --count gives each
+	# the first place equally often; the machinery has round 1, on a fresh server.
 	if ((round % 2)); then run_machinery; run_best; else run_best; run_machinery; fi
 	line=$(bin/river-bench --database-url "$server_db" --jobs 30000)
 	echo "round $round: $line"

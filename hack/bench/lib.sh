@@ -27,7 +27,8 @@ port=${BENCH_PG_PORT:-55440}
 # wal_init_zero=off: a fresh server has no WAL segments to recycle, so every 16 MB of WAL made it
 # create and zero-fill a new segment inside some commit: 10-20 ms, the slowest claims of the
 # machinery benchmark, every 80 claims of 128. A server in service recycles its segments at
-# checkpoints and zero-fills none (docs/performance.md, "In flight and claim size against River").
+# checkpoints and zero-fills a new one only when its WAL outgrows those (docs/performance.md, "In
+# flight and claim size against River").
 # The setting only skips the zero fill of a new segment (its size is still written): WAL is
 # flushed and fsynced as before.
 pg_settings=(--set wal_init_zero=off)

@@ -306,8 +306,8 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 	}
 	ctx, span := d.tracer.Start(telemetry.ContextWithTraceparent(ctx, tp), "outbox.deliver")
 	defer span.End()
-	// Attributes only for a span that records them (an exporter is configured): building them for
-	// telemetry.IDs' spans was a twentieth of the dispatcher's CPU.
+	// Attributes only for a span that records them (an exporter is configured): the tracer's Start
+	// with them, for telemetry.IDs' spans that record nothing, was 6.8 % of the dispatcher's CPU.
 	recording := span.IsRecording()
 	if recording {
 		span.SetAttributes(attribute.Int64("boardreadyops.outbox_id", e.ID), attribute.String("boardreadyops.effect_type", e.EffectType),
