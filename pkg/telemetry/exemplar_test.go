@@ -3,6 +3,7 @@ package telemetry_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -76,5 +77,29 @@ func TestExemplarsAtMostOncePerBucketPerInterval(t *testing.T) {
 	telemetry.Observe(traceOf(11), prometheus.ObserverFunc(func(v float64) { seen = v }), 3)
 	if seen != 3 {
 		t.Fatalf("ObserverFunc saw %v", seen)
+	}
+}
+
+// TestExemplarsOnHistogramsWithoutClassicBuckets: a native-only histogram has no bucket bounds to
+// gate by; it is remembered as such and every traced observation keeps its exemplar.
+func TestExemplarsOnHistogramsWithoutClassicBuckets(t *testing.T) {
+	t.Parallel()
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "n_seconds", Help: "n", NativeHistogramBucketFactor: 1.1,
+		NativeHistogramMaxExemplars: 10})
+	for i := 1; i <= 3; i++ {
+		telemetry.ObserveTraceID(h, float64(i), fmt.Sprintf("%032x", i))
+	}
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	finite := 0 // client_golang writes a +Inf bucket for the last exemplar; no other
+	for _, b := range m.GetHistogram().GetBucket() {
+		if !math.IsInf(b.GetUpperBound(), +1) {
+			finite++
+		}
+	}
+	if got := m.GetHistogram(); got.GetSampleCount() != 3 || finite != 0 || len(got.GetExemplars()) != 3 {
+		t.Fatalf("%d observations, %d classic buckets, %d exemplars; want 3, 0, 3", got.GetSampleCount(), finite, len(got.GetExemplars()))
 	}
 }
