@@ -18,9 +18,9 @@ import (
 // only the last exemplar of each bucket, so one every ExemplarInterval per bucket shows what an
 // exemplar on every observation would: a busy bucket still gets ten a second, and a rare one — the
 // outlier a dashboard links from — gets every observation's that comes at least that long after
-// the one before. Attaching one costs the client
-// library about a microsecond and five allocations (a time stamp, a label pair, validation),
-// which on every delivery was a tenth of the dispatcher's CPU (docs/performance.md).
+// the one before. Attaching one costs the client library about a microsecond and five
+// allocations (a time stamp, a label pair, validation), which on every delivery was a tenth of
+// the dispatcher's CPU (docs/performance.md).
 const ExemplarInterval = 100 * time.Millisecond
 
 // Observe records v on o with ctx's trace id as exemplar when there is one and o's bucket for v
@@ -28,7 +28,7 @@ const ExemplarInterval = 100 * time.Millisecond
 // Trace ids go into exemplars, never into labels.
 func Observe(ctx context.Context, o prometheus.Observer, v float64) {
 	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		if eo, ok := o.(prometheus.ExemplarObserver); ok && exemplarDue(o, v) {
+		if eo := exemplarDue(o, v); eo != nil {
 			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": sc.TraceID().String()})
 			return
 		}
@@ -39,7 +39,7 @@ func Observe(ctx context.Context, o prometheus.Observer, v float64) {
 // ObserveTraceID records v with traceID ("" for none) as exemplar, as Observe does.
 func ObserveTraceID(o prometheus.Observer, v float64, traceID string) {
 	if traceID != "" {
-		if eo, ok := o.(prometheus.ExemplarObserver); ok && exemplarDue(o, v) {
+		if eo := exemplarDue(o, v); eo != nil {
 			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": traceID})
 			return
 		}
@@ -66,16 +66,23 @@ type bucketGate struct {
 	next   []atomic.Int64 // per bucket, +Inf last: the clock (now) from which it takes one
 }
 
-// exemplarDue reports whether o's bucket for v may take an exemplar now, and if so, closes it for
-// ExemplarInterval. An observer whose buckets cannot be read (not a histogram series) always may.
-func exemplarDue(o prometheus.Observer, v float64) bool {
+// exemplarDue returns o to record v with an exemplar when o takes exemplars and its bucket for v
+// may take one now (closing it for ExemplarInterval), nil otherwise. An observer whose buckets
+// cannot be read (not a histogram series) always may.
+func exemplarDue(o prometheus.Observer, v float64) prometheus.ExemplarObserver {
+	eo, ok := o.(prometheus.ExemplarObserver)
+	if !ok {
+		return nil
+	}
 	g := gateOf(o)
 	if g == nil {
-		return true
+		return eo
 	}
 	next := &g.next[sort.SearchFloat64s(g.bounds, v)] // the first bucket whose bound is ≥ v
-	t, at := next.Load(), now()
-	return at >= t && next.CompareAndSwap(t, at+int64(ExemplarInterval))
+	if t, at := next.Load(), now(); at >= t && next.CompareAndSwap(t, at+int64(ExemplarInterval)) {
+		return eo
+	}
+	return nil
 }
 
 func gateOf(o prometheus.Observer) *bucketGate {

@@ -61,10 +61,10 @@ func TraceID(ctx context.Context) string {
 
 // ClaimSpan records a span for a claim that returned items, from start to end, linked to the
 // traces of the claimed items (their stored traceparents, nil for none), with the number of
-// items as boardreadyops.batch_size. Empty claims (idle
-// polling) record nothing. The links and attributes are built only for a span that records them
-// (an exporter is configured): parsing every claimed item's traceparent for telemetry.IDs' spans
-// was work on the claim loop's serial path for nothing.
+// items as boardreadyops.batch_size. Empty claims (idle polling) record nothing. The links and
+// attributes are built only for a span that records them (an exporter is configured): parsing
+// every claimed item's traceparent for telemetry.IDs' spans was work on the claim loop's serial
+// path for nothing.
 func ClaimSpan[T any](tracer trace.Tracer, name string, start, end time.Time, items []T, traceparent func(T) *string) {
 	_, span := tracer.Start(context.Background(), name, trace.WithTimestamp(start))
 	if span.IsRecording() {
