@@ -256,7 +256,8 @@ func report(b *testing.B, r benchResult) {
 // 1,024 deliveries in flight, as River at its best runs 1,000 workers, and claims of 128: with a
 // GitHub that answers at once a delivery only waits for its group commit, and the one claim loop,
 // whose claims follow one another, is what bounds the rate. Claims of 128 halve the claims' fixed
-// cost against 64 and keep their p99 within 10 ms; with eight batches in flight a claim rarely
+// cost against 64 and keep their p99 within 10 ms on a quiet machine (15–20 ms in its slow
+// phases); with eight batches in flight a claim rarely
 // waits for free slots (docs/performance.md, "In flight and claim size against River"; the
 // figures before it are at 256 and 64).
 func BenchmarkQueueMachinery(b *testing.B) {
