@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -110,7 +111,8 @@ var (
 	genericBatchPlan = []string{"plan_cache_mode=force_generic_plan", "enable_seqscan=off", "enable_bitmapscan=off", "jit=off"}
 	batchTransitions = []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
 		"boardreadyops_outbox_complete_check_run_complete_batch", "boardreadyops_outbox_complete_check_run_create_batch",
-		"boardreadyops_outbox_complete_workflow_dispatch_batch", "boardreadyops_execution_attempt_finish_batch"}
+		"boardreadyops_outbox_complete_workflow_dispatch_batch", "boardreadyops_execution_attempt_finish_batch",
+		"boardreadyops_release_run_enqueue_check_runs"}
 )
 
 // TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run
@@ -327,8 +329,33 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
+		t.Fatal(err)
+	}
 	for range 5 {
 		advance(tx)
+	}
+	// Each batch enqueues its eight check-run updates with one call (migration 00055), not one
+	// call per run: 10 calls for the dispatch and finish batches' 80 runs.
+	calls := map[string]int{}
+	rows, err := tx.Query(ctx, `SELECT funcname, calls FROM pg_stat_xact_user_functions
+		WHERE funcname LIKE 'boardreadyops_release_run_enqueue_check_run%'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var name string
+		var n int
+		if err := rows.Scan(&name, &n); err != nil {
+			t.Fatal(err)
+		}
+		calls[name] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"boardreadyops_release_run_enqueue_check_runs": 10}; !maps.Equal(calls, want) {
+		t.Errorf("check-run update calls %v, want %v", calls, want)
 	}
 	for _, batch := range batches {
 		for _, table := range tables {
@@ -353,6 +380,8 @@ func TestRunBatchesRefuseDuplicateIDs(t *testing.T) {
 		`SELECT * FROM boardreadyops_outbox_complete_check_run_create_batch('{1,1}', '{5,6}', 'w')`,
 		`SELECT * FROM boardreadyops_outbox_complete_workflow_dispatch_batch('{1,1}', '{5,6}', '{NULL,NULL}', 'w')`,
 		`SELECT * FROM boardreadyops_execution_attempt_finish_batch('{1,1}', 'w', 'BoardReadyOps release', '{NULL,NULL}')`,
+		`SELECT * FROM boardreadyops_release_run_enqueue_check_runs('{00000000-0000-0000-0000-000000000001,00000000-0000-0000-0000-000000000001}',
+			'{running,running}', '{NULL,NULL}', '{NULL,NULL}')`,
 	} {
 		_, err := pool.Exec(context.Background(), call)
 		var pgErr *pgconn.PgError

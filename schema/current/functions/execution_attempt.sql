@@ -216,11 +216,13 @@ BEGIN
     UPDATE public.release_runs r SET status = x.status, completed_at = v_now, updated_at = v_now
     FROM unnest(v_runs, v_status) AS x(id, status)
     WHERE r.id = x.id;
-    -- The check run's final update: its payload is built by the one function that builds it.
+    -- The check runs' final updates: built by the one function that builds them, which returns
+    -- one row per run in the order given.
     RETURN QUERY
-    SELECT x.job_id, 'completed'::text, x.run_id, x.attempt_id,
-           public.boardreadyops_release_run_enqueue_check_run(x.run_id, x.status, NULL, x.traceparent, v_now)
-    FROM unnest(v_jobs, v_runs, v_attempts, v_status, v_trace) WITH ORDINALITY AS x(job_id, run_id, attempt_id, status, traceparent, n)
+    SELECT x.job_id, 'completed'::text, x.run_id, x.attempt_id, e.update_id
+    FROM unnest(v_jobs, v_runs, v_attempts) WITH ORDINALITY AS x(job_id, run_id, attempt_id, n)
+    JOIN public.boardreadyops_release_run_enqueue_check_runs(v_runs, v_status, array_fill(NULL::text, ARRAY[cardinality(v_runs)]), v_trace, v_now)
+         WITH ORDINALITY AS e(run_id, update_id, n) ON e.n = x.n
     ORDER BY x.n;
 END;
 $$;

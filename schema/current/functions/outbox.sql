@@ -667,10 +667,9 @@ BEGIN
     ON CONFLICT ON CONSTRAINT execution_attempt_workflow_runs_pkey DO UPDATE
     SET workflow_run_url = coalesce(EXCLUDED.workflow_run_url, w.workflow_run_url),
         started_at = coalesce(w.started_at, v_now), updated_at = v_now;
-    -- The check run says 'running': its payload is built by the one function that builds it.
-    PERFORM public.boardreadyops_release_run_enqueue_check_run(x.id, 'running', NULL, x.traceparent, v_now)
-    FROM unnest(v_runs, v_trace) WITH ORDINALITY AS x(id, traceparent, n)
-    ORDER BY x.n;
+    -- The check runs say 'running': their updates are built by the one function that builds them.
+    PERFORM FROM public.boardreadyops_release_run_enqueue_check_runs(v_runs, array_fill('running'::text, ARRAY[cardinality(v_runs)]),
+        array_fill(NULL::text, ARRAY[cardinality(v_runs)]), v_trace, v_now);
     RETURN QUERY
     UPDATE public.control_plane_outbox o
     SET status = 'completed', completed_at = v_now, lease_owner = NULL, lease_expires_at = NULL,

@@ -235,103 +235,169 @@ CREATE FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-DECLARE
-    v_now timestamptz := public.boardreadyops_clock_now(p_now);
-    run public.release_runs;
-    att public.execution_attempts;
-    v_full_name text;
-    v_state text := p_state;
-    v_blocker text;
-    v_reason text;
-    v_url text;
-    v_attempts jsonb;
-    v_total integer;
-    v_generation integer;
-    v_id bigint;
 BEGIN
-    IF p_state IS NOT NULL AND p_state NOT IN ('dispatching', 'running', 'succeeded', 'failed', 'cancelled',
-                                               'dispatch_failed', 'dispatch_unknown', 'retrying') THEN
-        RAISE EXCEPTION 'unknown check run state %', p_state USING ERRCODE = '22023';
-    END IF;
-    SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
-    IF NOT FOUND OR run.check_run_id IS NULL THEN
-        RETURN NULL; -- no check run to update (yet)
-    END IF;
-    SELECT * INTO att FROM public.execution_attempts a WHERE a.release_run_id = run.id AND a.number = run.current_attempt;
-    IF v_state IS NULL THEN
-        v_state := CASE run.status WHEN 'running' THEN 'running' WHEN 'succeeded' THEN 'succeeded'
-                                   WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled'
-                                   WHEN 'blocked' THEN NULL ELSE 'dispatching' END;
-    END IF;
-    IF v_state IS NULL OR v_state IN ('dispatch_failed', 'dispatch_unknown') THEN
-        -- What blocks the run: a dispatch awaiting reconciliation outranks a dead letter (it is
-        -- never retried blindly).
-        SELECT o.status, o.last_error INTO v_blocker, v_reason
-        FROM public.control_plane_outbox o
-        WHERE o.release_run_id = run.id AND o.status IN ('dead_letter', 'reconciliation_required')
-          AND o.effect_type <> 'github.collaborator_permission.read' -- a failed check of a Retry blocks nothing
-        ORDER BY o.status = 'reconciliation_required' DESC, o.id DESC
-        LIMIT 1;
-        v_state := coalesce(v_state, CASE v_blocker WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END);
-    END IF;
-    SELECT p.full_name INTO v_full_name FROM public.repositories p WHERE p.id = run.repository_id;
-    SELECT w.workflow_run_url INTO v_url FROM public.execution_attempt_workflow_runs w WHERE w.execution_attempt_id = att.id;
-    SELECT count(*) INTO v_total FROM public.execution_attempts a WHERE a.release_run_id = run.id;
-    -- The newest 8 attempts, oldest first: the payload stays far below its 8 KiB bound.
-    SELECT coalesce(jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
-               'number', a.number, 'status', a.status, 'workflow_run_id', a.workflow_run_id,
-               'workflow_run_url', w.workflow_run_url, 'run_attempt', w.workflow_run_attempt,
-               'conclusion', a.conclusion, 'started_at', coalesce(w.started_at, a.dispatched_at),
-               'completed_at', a.completed_at)) ORDER BY a.number), '[]'::jsonb)
-    INTO v_attempts
-    FROM (SELECT * FROM public.execution_attempts x WHERE x.release_run_id = run.id ORDER BY x.number DESC LIMIT 8) a
-    -- One primary-key probe per attempt (migration 00036): never a join that reads the table whole.
-    LEFT JOIN LATERAL (
-        SELECT r.workflow_run_url, r.workflow_run_attempt, r.started_at
-        FROM public.execution_attempt_workflow_runs r WHERE r.execution_attempt_id = a.id
-        LIMIT 1
-    ) w ON true;
-
-    SELECT coalesce(max(o.generation) + 1, 0) INTO v_generation
-    FROM public.control_plane_outbox o
-    WHERE o.release_run_id = run.id AND o.effect_type = 'github.check_run.complete' AND o.execution_attempt_id = att.id;
-    INSERT INTO public.control_plane_outbox (
-        effect_type, idempotency_key, generation, payload, max_attempts, available_at,
-        release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
-    VALUES (
-        'github.check_run.complete',
-        'github.check_run.complete:' || run.id::text || ':' || att.id::text
-            || CASE WHEN v_generation > 0 THEN ':g' || v_generation::text ELSE '' END,
-        v_generation,
-        jsonb_strip_nulls(jsonb_build_object(
-            'release_run_id', run.id, 'execution_attempt_id', att.id, 'attempt_number', att.number,
-            'installation_id', run.installation_id, 'repository_full_name', v_full_name,
-            'check_run_id', run.check_run_id, 'state', v_state,
-            'tag', substr(run.ref, length('refs/tags/') + 1), 'head_sha', run.head_sha,
-            'workflow_file', run.workflow_file,
-            'reason', CASE WHEN v_state IN ('dispatch_failed', 'dispatch_unknown') THEN left(v_reason, 800) END,
-            'notice', left(p_notice, 500),
-            'retry', CASE WHEN v_state = 'dispatch_failed' THEN true END,
-            'details_url', v_url, 'attempts', v_attempts, 'attempts_total', v_total,
-            -- what a dispatcher of the previous release reads
-            'conclusion', CASE v_state WHEN 'succeeded' THEN 'success' WHEN 'cancelled' THEN 'cancelled'
-                                       WHEN 'failed' THEN 'failure' WHEN 'dispatch_failed' THEN 'failure' END,
-            'workflow_run_id', att.workflow_run_id, 'workflow_run_url', v_url)),
-        10, v_now, run.id, att.id, run.installation_id, p_traceparent, v_now, v_now)
-    RETURNING id INTO v_id;
-    -- The newest state wins: an older update not sent yet is superseded, never sent after it.
-    UPDATE public.control_plane_outbox o
-    SET status = 'completed', completed_at = v_now, superseded_by = v_id,
-        result = jsonb_build_object('resolution', 'superseded', 'superseded_by', v_id), updated_at = v_now
-    WHERE o.release_run_id = run.id AND o.effect_type = 'github.check_run.complete' AND o.status = 'available'
-      AND o.id <> v_id;
-    RETURN v_id;
+    -- One run of the set-based function (00055), which builds every check-run update.
+    RETURN (SELECT e.outbox_id
+            FROM public.boardreadyops_release_run_enqueue_check_runs(ARRAY[p_run_id], ARRAY[p_state], ARRAY[p_notice], ARRAY[p_traceparent], p_now) e);
 END;
 $$;
 
 -- ACL FUNCTION boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_run(p_run_id uuid, p_state text, p_notice text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
+-- FUNCTION boardreadyops_release_run_enqueue_check_runs(uuid[], text[], text[], text[], timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_enqueue_check_runs(p_run_ids uuid[], p_states text[], p_notices text[], p_traceparents text[], p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(release_run_id uuid, outbox_id bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
+    AS $$
+DECLARE
+    v_now   timestamptz := public.boardreadyops_clock_now(p_now);
+    v_state text;
+    v_runs  uuid[];
+    v_ids   bigint[];
+    v_older bigint[];
+    v_newer bigint[];
+BEGIN
+    IF p_run_ids IS NULL OR p_states IS NULL OR p_notices IS NULL OR p_traceparents IS NULL
+       OR cardinality(p_states) <> cardinality(p_run_ids) OR cardinality(p_notices) <> cardinality(p_run_ids)
+       OR cardinality(p_traceparents) <> cardinality(p_run_ids) OR cardinality(p_run_ids) > 10000 THEN
+        RAISE EXCEPTION 'between 0 and 10000 release runs per call, each with its state, notice and traceparent' USING ERRCODE = '22023';
+    END IF;
+    -- Plain expressions first: a single run (boardreadyops_release_run_enqueue_check_run) runs no
+    -- query to be checked.
+    IF NOT array_remove(p_states, NULL) <@ ARRAY['dispatching', 'running', 'succeeded', 'failed', 'cancelled',
+                                                  'dispatch_failed', 'dispatch_unknown', 'retrying'] THEN
+        SELECT s INTO v_state FROM unnest(p_states) AS s
+        WHERE s NOT IN ('dispatching', 'running', 'succeeded', 'failed', 'cancelled', 'dispatch_failed', 'dispatch_unknown', 'retrying')
+        LIMIT 1;
+        RAISE EXCEPTION 'unknown check run state %', v_state USING ERRCODE = '22023';
+    END IF;
+    IF cardinality(p_run_ids) > 1 AND (SELECT count(DISTINCT x) <> count(x) FROM unnest(p_run_ids) AS x) THEN
+        RAISE EXCEPTION 'a release run more than once in one call' USING ERRCODE = '22023';
+    END IF;
+    -- Each run is locked, in key order, before anything of it is read.
+    PERFORM FROM public.release_runs r WHERE r.id = ANY (p_run_ids) ORDER BY r.id FOR UPDATE;
+
+    WITH run AS (
+        SELECT i.n, i.notice, i.traceparent, r.id, r.installation_id, r.repository_id, r.check_run_id, r.ref,
+               r.head_sha, r.workflow_file, a.id AS attempt_id, a.number AS attempt_number, a.workflow_run_id,
+               coalesce(i.state, CASE r.status WHEN 'running' THEN 'running' WHEN 'succeeded' THEN 'succeeded'
+                                               WHEN 'failed' THEN 'failed' WHEN 'cancelled' THEN 'cancelled'
+                                               WHEN 'blocked' THEN NULL ELSE 'dispatching' END) AS state
+        FROM unnest(p_run_ids, p_states, p_notices, p_traceparents) WITH ORDINALITY AS i(run_id, state, notice, traceparent, n)
+        JOIN public.release_runs r ON r.id = i.run_id
+        LEFT JOIN public.execution_attempts a ON a.release_run_id = r.id AND a.number = r.current_attempt
+        WHERE r.check_run_id IS NOT NULL -- no check run to update (yet)
+    ), told AS (
+        -- What blocks a run told as blocked or failed: a dispatch awaiting reconciliation outranks
+        -- a dead letter (it is never retried blindly).
+        SELECT run.*, coalesce(run.state, CASE b.status WHEN 'reconciliation_required' THEN 'dispatch_unknown' ELSE 'dispatch_failed' END) AS told,
+               b.last_error AS reason
+        FROM run
+        LEFT JOIN LATERAL (
+            SELECT o.status, o.last_error
+            FROM public.control_plane_outbox o
+            WHERE (run.state IS NULL OR run.state IN ('dispatch_failed', 'dispatch_unknown'))
+              -- By the effect key, never control_plane_outbox_attention_idx (every dead letter):
+              -- the statuses by IS NOT DISTINCT FROM, which that index's predicate does not match.
+              AND o.release_run_id = run.id
+              AND (o.status IS NOT DISTINCT FROM 'dead_letter' OR o.status IS NOT DISTINCT FROM 'reconciliation_required')
+              AND o.effect_type <> 'github.collaborator_permission.read' -- a failed check of a Retry blocks nothing
+            ORDER BY o.status = 'reconciliation_required' DESC, o.id DESC
+            LIMIT 1
+        ) b ON true
+    ), built AS (
+        SELECT t.*, p.full_name, w.workflow_run_url AS url, total.n AS total, list.attempts, gen.generation
+        FROM told t
+        LEFT JOIN public.repositories p ON p.id = t.repository_id
+        LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = t.attempt_id
+        CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.execution_attempts x WHERE x.release_run_id = t.id) total
+        -- The newest 8 attempts, oldest first: the payload stays far below its 8 KiB bound.
+        CROSS JOIN LATERAL (
+            SELECT coalesce(jsonb_agg(jsonb_strip_nulls(jsonb_build_object(
+                       'number', a.number, 'status', a.status, 'workflow_run_id', a.workflow_run_id,
+                       'workflow_run_url', aw.workflow_run_url, 'run_attempt', aw.workflow_run_attempt,
+                       'conclusion', a.conclusion, 'started_at', coalesce(aw.started_at, a.dispatched_at),
+                       'completed_at', a.completed_at)) ORDER BY a.number), '[]'::jsonb) AS attempts
+            FROM (SELECT * FROM public.execution_attempts x WHERE x.release_run_id = t.id ORDER BY x.number DESC LIMIT 8) a
+            -- One primary-key probe per attempt (migration 00036): never a join that reads the table whole.
+            LEFT JOIN LATERAL (
+                SELECT r.workflow_run_url, r.workflow_run_attempt, r.started_at
+                FROM public.execution_attempt_workflow_runs r WHERE r.execution_attempt_id = a.id
+                LIMIT 1
+            ) aw ON true
+        ) list
+        CROSS JOIN LATERAL (
+            SELECT coalesce(max(o.generation) + 1, 0) AS generation
+            FROM public.control_plane_outbox o
+            WHERE o.release_run_id = t.id AND o.effect_type = 'github.check_run.complete' AND o.execution_attempt_id = t.attempt_id
+        ) gen
+    ), inserted AS (
+        INSERT INTO public.control_plane_outbox AS o (
+            effect_type, idempotency_key, generation, payload, max_attempts, available_at,
+            release_run_id, execution_attempt_id, installation_id, traceparent, created_at, updated_at)
+        SELECT
+            'github.check_run.complete',
+            'github.check_run.complete:' || b.id::text || ':' || b.attempt_id::text
+                || CASE WHEN b.generation > 0 THEN ':g' || b.generation::text ELSE '' END,
+            b.generation,
+            jsonb_strip_nulls(jsonb_build_object(
+                'release_run_id', b.id, 'execution_attempt_id', b.attempt_id, 'attempt_number', b.attempt_number,
+                'installation_id', b.installation_id, 'repository_full_name', b.full_name,
+                'check_run_id', b.check_run_id, 'state', b.told,
+                'tag', substr(b.ref, length('refs/tags/') + 1), 'head_sha', b.head_sha,
+                'workflow_file', b.workflow_file,
+                'reason', CASE WHEN b.told IN ('dispatch_failed', 'dispatch_unknown') THEN left(b.reason, 800) END,
+                'notice', left(b.notice, 500),
+                'retry', CASE WHEN b.told = 'dispatch_failed' THEN true END,
+                'details_url', b.url, 'attempts', b.attempts, 'attempts_total', b.total,
+                -- what a dispatcher of the previous release reads
+                'conclusion', CASE b.told WHEN 'succeeded' THEN 'success' WHEN 'cancelled' THEN 'cancelled'
+                                          WHEN 'failed' THEN 'failure' WHEN 'dispatch_failed' THEN 'failure' END,
+                'workflow_run_id', b.workflow_run_id, 'workflow_run_url', b.url)),
+            10, v_now, b.id, b.attempt_id, b.installation_id, b.traceparent, v_now, v_now
+        FROM built b
+        ORDER BY b.n
+        RETURNING o.id, o.release_run_id
+    )
+    SELECT array_agg(x.release_run_id ORDER BY x.id), array_agg(x.id ORDER BY x.id) INTO v_runs, v_ids FROM inserted x;
+
+    -- The newest state wins: an older update not sent yet is superseded, never sent after it. The
+    -- older updates are found run by run through the effect key (the LATERAL subquery with OFFSET
+    -- 0 is never flattened, so a generic plan made on a small outbox cannot turn it into a scan
+    -- of every check-run update), then written by primary key. The status is tested with IS NOT
+    -- DISTINCT FROM, which control_plane_outbox_claim_idx's predicate does not match, and again
+    -- when written: an update claimed in between is left to its dispatcher (00039's rule).
+    SELECT array_agg(s.id ORDER BY s.id), array_agg(x.id ORDER BY s.id) INTO v_older, v_newer
+    FROM unnest(v_runs, v_ids) AS x(run_id, id)
+    CROSS JOIN LATERAL (
+        SELECT o.id FROM public.control_plane_outbox o
+        WHERE o.release_run_id = x.run_id AND o.effect_type = 'github.check_run.complete'
+          AND o.status IS NOT DISTINCT FROM 'available' AND o.id <> x.id
+        OFFSET 0
+    ) s;
+    UPDATE public.control_plane_outbox o
+    SET status = 'completed', completed_at = v_now, superseded_by = x.newer,
+        result = jsonb_build_object('resolution', 'superseded', 'superseded_by', x.newer), updated_at = v_now
+    FROM unnest(v_older, v_newer) AS x(id, newer)
+    WHERE o.id = x.id AND o.status IS NOT DISTINCT FROM 'available';
+
+    RETURN QUERY
+    SELECT i.run_id, x.id
+    FROM unnest(p_run_ids) WITH ORDINALITY AS i(run_id, n)
+    LEFT JOIN unnest(v_runs, v_ids) AS x(run_id, id) ON x.run_id = i.run_id
+    ORDER BY i.n;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_enqueue_check_runs(p_run_ids uuid[], p_states text[], p_notices text[], p_traceparents text[], p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_runs(p_run_ids uuid[], p_states text[], p_notices text[], p_traceparents text[], p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_enqueue_check_runs(p_run_ids uuid[], p_states text[], p_notices text[], p_traceparents text[], p_now timestamp with time zone) TO boardreadyops_admin;
 
 -- FUNCTION boardreadyops_release_run_external_id(bigint, text)
 CREATE FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) RETURNS text
