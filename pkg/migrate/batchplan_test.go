@@ -112,7 +112,7 @@ var (
 	batchTransitions = []string{"boardreadyops_job_complete_batch", "boardreadyops_outbox_start_delivery_batch",
 		"boardreadyops_outbox_complete_check_run_complete_batch", "boardreadyops_outbox_complete_check_run_create_batch",
 		"boardreadyops_outbox_complete_workflow_dispatch_batch", "boardreadyops_execution_attempt_finish_batch",
-		"boardreadyops_release_run_enqueue_check_runs"}
+		"boardreadyops_release_run_enqueue_check_runs", "boardreadyops_release_run_create_from_push_batch"}
 )
 
 // TestOutboxBatchTransitionsPlannedOnce: the outbox's batch delivery start and check-run
@@ -382,11 +382,51 @@ func TestRunBatchesRefuseDuplicateIDs(t *testing.T) {
 		`SELECT * FROM boardreadyops_execution_attempt_finish_batch('{1,1}', 'w', 'BoardReadyOps release', '{NULL,NULL}')`,
 		`SELECT * FROM boardreadyops_release_run_enqueue_check_runs('{00000000-0000-0000-0000-000000000001,00000000-0000-0000-0000-000000000001}',
 			'{running,running}', '{NULL,NULL}', '{NULL,NULL}')`,
+		`SELECT * FROM boardreadyops_release_run_create_from_push_batch('{1,1}', 'w', 'release.yml', 'BoardReadyOps release', '{NULL,NULL}')`,
 	} {
 		_, err := pool.Exec(context.Background(), call)
 		var pgErr *pgconn.PgError
 		if !errors.As(err, &pgErr) || pgErr.Code != "22023" {
 			t.Errorf("%s: %v, want SQLSTATE 22023", call, err)
 		}
+	}
+}
+
+// TestPushBatchRefusesJobsItMayNotCreate: the set-based run creation (migration 00056) writes
+// nothing unless every job is a push delivery of a repository leased by the caller; lifecycle
+// then handles each job alone, for its exact error.
+func TestPushBatchRefusesJobsItMayNotCreate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	var push, other int64
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT job_id FROM boardreadyops_webhook_accept('d-1', 'push', NULL, 1, 1, '{"push": {"ref": "refs/tags/v1", "after": "a"}}',
+			sha256('d-1'), NULL)),
+		(SELECT job_id FROM boardreadyops_webhook_accept('d-2', 'ping', NULL, 1, 1, '{}', sha256('d-2'), NULL))`).Scan(&push, &other); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `SELECT FROM boardreadyops_job_claim('w', 10, '1 minute')`); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		jobs   []int64
+		worker string
+	}{
+		{"another worker's push", []int64{push}, "w2"},
+		{"a push and a ping", []int64{push, other}, "w"},
+		{"a job that does not exist", []int64{push, 999999}, "w"},
+	} {
+		_, err := pool.Exec(ctx, `SELECT * FROM boardreadyops_release_run_create_from_push_batch($1, $2, 'release.yml', 'BoardReadyOps release',
+			array_fill(NULL::text, ARRAY[cardinality($1::bigint[])]))`, c.jobs, c.worker)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "BR005" {
+			t.Errorf("%s: %v, want SQLSTATE BR005", c.name, err)
+		}
+	}
+	var runs int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM release_runs`).Scan(&runs); err != nil || runs != 0 {
+		t.Errorf("%d release runs (%v), want none", runs, err)
 	}
 }

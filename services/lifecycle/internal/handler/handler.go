@@ -81,6 +81,9 @@ type Job struct {
 	// others of its batch, in the same transaction: the handler takes its result instead of
 	// finishing the attempt again.
 	Finished *Finish
+	// Created is set when CreateRuns decided this push job together with others of its batch, in
+	// the same transaction: the handler returns it instead of deciding again.
+	Created *Result
 }
 
 // Handlers applies jobs.

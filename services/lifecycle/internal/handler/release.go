@@ -29,39 +29,12 @@ func installationActive(ctx context.Context, tx pgx.Tx, id int64) (bool, error) 
 // enabled, unarchived repository, starts a release run: the run (check_pending), attempt 1 and
 // its github.check_run.create effect. The same tag at the same commit again creates nothing.
 func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
-	d := &job.Document
-	p := d.Push
-	tag, isTag := strings.CutPrefix(p.Ref, "refs/tags/")
-	if !isTag || tag == "" || !p.Created || p.Deleted {
-		return ignored(), nil
+	if job.Created != nil {
+		return *job.Created, nil // CreateRuns decided it with its batch
 	}
-	repo := d.Repository
-	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
-	if errors.Is(err, pgx.ErrNoRows) {
-		// First sight of this repository (or installation): record it, then read again.
-		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
-			return Result{}, err
-		}
-		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
-	}
-	if err != nil {
-		return Result{}, err
-	}
-	if !t.belongs {
-		// The repository is recorded under another installation: a tag push of this delivery's
-		// installation cannot start its release (a transfer moves it first, by its own event).
-		h.logger.Warn("tag push for a repository of another installation; ignored",
-			"repository_id", repo.ID, "installation_id", d.InstallationID)
-		return ignored(), nil
-	}
-	if !t.active || t.archived || t.removed || !t.settings.Enabled {
-		return ignored(), nil
-	}
-	if ok, err := t.settings.releases(tag); err != nil || !ok {
-		if err != nil {
-			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "error", err)
-		}
-		return ignored(), nil
+	create, res, err := h.pushDecision(ctx, tx, job)
+	if err != nil || !create {
+		return res, err
 	}
 	// The run is built from the job's stored delivery (repository, installation, ref, commit) and
 	// the repository's workflow setting; the configured default applies only without one.
@@ -71,11 +44,107 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	if err != nil {
 		return Result{}, fmt.Errorf("create release run: %w", err)
 	}
-	if runID == nil {
-		return ignored(), nil // this tag at this commit already has its run
+	return h.pushCreated(job, runID), nil
+}
+
+// pushDecision makes a push job's checks before its run is created: create is false, with the
+// job's result, when the push starts no release.
+func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job) (create bool, res Result, err error) {
+	d := &job.Document
+	p := d.Push
+	tag, isTag := strings.CutPrefix(p.Ref, "refs/tags/")
+	if !isTag || tag == "" || !p.Created || p.Deleted {
+		return false, ignored(), nil
 	}
-	h.logger.Debug("release run created", "release_run_id", *runID, "repository_id", repo.ID, "tag", tag, "head_sha", p.After)
-	return applied(1), nil
+	repo := d.Repository
+	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		// First sight of this repository (or installation): record it, then read again.
+		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
+			return false, Result{}, err
+		}
+		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	}
+	if err != nil {
+		return false, Result{}, err
+	}
+	if !t.belongs {
+		// The repository is recorded under another installation: a tag push of this delivery's
+		// installation cannot start its release (a transfer moves it first, by its own event).
+		h.logger.Warn("tag push for a repository of another installation; ignored",
+			"repository_id", repo.ID, "installation_id", d.InstallationID)
+		return false, ignored(), nil
+	}
+	if !t.active || t.archived || t.removed || !t.settings.Enabled {
+		return false, ignored(), nil
+	}
+	if ok, err := t.settings.releases(tag); err != nil || !ok {
+		if err != nil {
+			h.logger.Warn("repository tag pattern is invalid; no release", "repository_id", repo.ID, "error", err)
+		}
+		return false, ignored(), nil
+	}
+	return true, Result{}, nil
+}
+
+// pushCreated is a push job's result once its run was created (runID) or found to exist (nil).
+func (h *Handlers) pushCreated(job Job, runID *string) Result {
+	if runID == nil {
+		return ignored() // this tag at this commit already has its run
+	}
+	h.logger.Debug("release run created", "release_run_id", *runID, "repository_id", job.Document.Repository.ID,
+		"ref", job.Document.Push.Ref, "head_sha", job.Document.Push.After)
+	return applied(1)
+}
+
+// CreateRuns decides, in tx, the push jobs of a batch, which the caller picked for their place in
+// it, all leased to one worker: each job's checks as alone, then the runs of the pushes that
+// start a release with one set-based call (boardreadyops_release_run_create_from_push_batch,
+// migration 00056). It returns each job's result by job id. An error leaves tx to be rolled back
+// (to the caller's savepoint): the jobs are then handled alone. Job.Traceparent is copied onto
+// the check-run creations it enqueues.
+func (h *Handlers) CreateRuns(ctx context.Context, tx pgx.Tx, jobs []Job) (map[int64]Result, error) {
+	out := make(map[int64]Result, len(jobs))
+	creating := make([]Job, 0, len(jobs))
+	for _, job := range jobs {
+		create, res, err := h.pushDecision(ctx, tx, job)
+		if err != nil {
+			return nil, err
+		}
+		if !create {
+			out[job.ID] = res
+			continue
+		}
+		creating = append(creating, job)
+	}
+	if len(creating) == 0 {
+		return out, nil
+	}
+	ids := make([]int64, len(creating))
+	traceparents := make([]*string, len(creating))
+	byID := make(map[int64]Job, len(creating))
+	for i, job := range creating {
+		ids[i], traceparents[i] = job.ID, nullIfEmpty(job.Traceparent)
+		byID[job.ID] = job
+	}
+	rows, err := tx.Query(ctx, `SELECT job_id, release_run_id::text FROM boardreadyops_release_run_create_from_push_batch($1, $2, $3, $4, $5)`,
+		ids, creating[0].Worker, h.cfg.WorkflowFile, h.cfg.CheckRunName, traceparents)
+	if err != nil {
+		return nil, fmt.Errorf("create release runs of %d pushes: %w", len(ids), err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id int64
+		var runID *string
+		if err := rows.Scan(&id, &runID); err != nil {
+			return nil, fmt.Errorf("create release runs of %d pushes: %w", len(ids), err)
+		}
+		out[id] = h.pushCreated(byID[id], runID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("create release runs of %d pushes: %w", len(ids), err)
+	}
+	return out, nil
 }
 
 // checkRun: "Re-run" (rerequested) and the "Retry" requested action on a BoardReadyOps check run.

@@ -143,6 +143,12 @@ type Finisher interface {
 	FinishAttempts(ctx context.Context, tx pgx.Tx, jobs []handler.Job) (map[int64]handler.Finish, error)
 }
 
+// Creator decides a batch's tag pushes together, their runs created with one call, before their
+// jobs are handled (*handler.Handlers); with a Handler that is not one, every push is handled alone.
+type Creator interface {
+	CreateRuns(ctx context.Context, tx pgx.Tx, jobs []handler.Job) (map[int64]handler.Result, error)
+}
+
 // Worker is lifecycle's job loop.
 type Worker struct {
 	cfg      Config
@@ -368,21 +374,17 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 			}
 		}
 	}()
-	var finished map[int64]handler.Finish
+	var early map[int64]ahead
 	if !savepoints {
-		finished = w.finishTogether(ctx, tx, batch, docs, jobCtxs, spans)
+		early = w.together(ctx, tx, batch, docs, jobCtxs, spans)
 	}
 	outs := make([]outcome, 0, len(batch))
 	done := make([]int64, 0, len(batch))
 	for i, j := range batch {
-		var f *handler.Finish
-		if r, ok := finished[j.ID]; ok {
-			f = &r
-		}
 		if spans[i] == nil {
 			jobCtxs[i], spans[i] = w.startJob(ctx, j)
 		}
-		o, ok, err := w.processJob(jobCtxs[i], spans[i], tx, j, docs[j.InboxID], f, savepoints)
+		o, ok, err := w.processJob(jobCtxs[i], spans[i], tx, j, docs[j.InboxID], early[j.ID], savepoints)
 		ended = i + 1
 		if err != nil {
 			return nil, err
@@ -412,63 +414,108 @@ func (w *Worker) startJob(ctx context.Context, j jobs.Job) (context.Context, tra
 			attribute.Int("boardreadyops.attempt", j.Attempts)))
 }
 
-// finishTogether finishes the attempts of the batch's completed workflow runs with one
-// set-based call (handler.FinishAttempts), under a savepoint: if the call fails, its work is
-// rolled back and every job is handled alone, as without it. It runs only on the fast path, so a
-// batch redone with savepoints handles each job alone.
+// ahead is what a set-based call did for a job before its turn in the batch: the attempt of a
+// completed workflow run finished (finished), or a push decided, its run created (created).
+type ahead struct {
+	finished *handler.Finish
+	created  *handler.Result
+}
+
+// together handles some of a fast-path batch's jobs ahead of their turn, each kind with one
+// set-based call under a savepoint: the completed workflow runs' attempts are finished
+// (Finisher), then the pushes are decided and their runs created (Creator). If a call fails, its
+// work is rolled back and its jobs are handled alone, as without it. A batch redone with
+// savepoints handles each job alone.
 //
-// Finishing a run ahead of the jobs before it in the batch must change nothing they see, so it
-// takes the completed workflow runs up to the batch's first job that is neither one nor a push
-// (a push only creates a run of its own): a check-run request, an installation or repository
-// event or another workflow_run event may depend on the run not being finished yet. It starts
-// the spans of the jobs it passes (jobCtxs, spans).
-func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow,
-	jobCtxs []context.Context, spans []trace.Span) map[int64]handler.Finish {
-	finisher, ok := w.handlers.(Finisher)
-	if !ok || len(batch) < 2 {
+// Handling a job ahead of the jobs before it in the batch must change nothing they see, so it
+// takes only jobs up to the batch's first job that is neither a completed workflow run nor a push:
+// a push only creates a run of its own, and a completed workflow run only finishes its own; a
+// check-run request, an installation or repository event or another workflow_run event may depend
+// on a run not being finished or not existing yet. Among the pushes, the first in the batch's
+// order creates a run that two name, as alone. It starts the spans of the jobs it passes
+// (jobCtxs, spans), so that what they enqueue carries their own job's span.
+func (w *Worker) together(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow,
+	jobCtxs []context.Context, spans []trace.Span) map[int64]ahead {
+	if len(batch) < 2 {
 		return nil
 	}
-	var picked []int
+	var finishes, pushes []int
 	for i, j := range batch {
 		row := docs[j.InboxID]
 		if row.err != nil || row.receivedAt.IsZero() {
 			break
 		}
 		if handler.FinishesTogether(&row.doc) {
-			picked = append(picked, i)
-		} else if row.doc.Event != eventdoc.EventPush {
+			finishes = append(finishes, i)
+		} else if row.doc.Event == eventdoc.EventPush {
+			pushes = append(pushes, i)
+		} else {
 			break
 		}
 	}
-	if len(picked) < 2 {
-		return nil // alone: the handler's own call is the same work
+	out := map[int64]ahead{}
+	if finisher, ok := w.handlers.(Finisher); ok && len(finishes) >= 2 { // alone: the handler's own call is the same work
+		w.callAhead(ctx, tx, batch, docs, finishes, jobCtxs, spans, "finishing the batch's attempts together",
+			func(sp pgx.Tx, js []handler.Job) error {
+				finished, err := finisher.FinishAttempts(ctx, sp, js)
+				if err != nil {
+					return err
+				}
+				for id, f := range finished {
+					a := out[id]
+					a.finished = &f
+					out[id] = a
+				}
+				return nil
+			})
 	}
+	if creator, ok := w.handlers.(Creator); ok && len(pushes) >= 2 {
+		w.callAhead(ctx, tx, batch, docs, pushes, jobCtxs, spans, "creating the batch's release runs together",
+			func(sp pgx.Tx, js []handler.Job) error {
+				created, err := creator.CreateRuns(ctx, sp, js)
+				if err != nil {
+					return err
+				}
+				for id, r := range created {
+					a := out[id]
+					a.created = &r
+					out[id] = a
+				}
+				return nil
+			})
+	}
+	return out
+}
+
+// callAhead starts the spans of the picked jobs of batch and runs call on them under a savepoint
+// of tx, which it rolls back when call fails (call then must not have kept any of its results).
+func (w *Worker) callAhead(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow, picked []int,
+	jobCtxs []context.Context, spans []trace.Span, what string, call func(sp pgx.Tx, js []handler.Job) error) {
 	js := make([]handler.Job, 0, len(picked))
 	for _, i := range picked {
 		j, row := batch[i], docs[batch[i].InboxID]
-		jobCtxs[i], spans[i] = w.startJob(ctx, j)
+		if spans[i] == nil {
+			jobCtxs[i], spans[i] = w.startJob(ctx, j)
+		}
 		js = append(js, handler.Job{ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt,
 			Document: row.doc, Traceparent: telemetry.Traceparent(jobCtxs[i])})
 	}
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		w.logger.Warn("savepoint for finishing the batch's attempts together failed; each job finishes alone", "error", err)
-		return nil
+		w.logger.Warn("savepoint for "+what+" failed; each job is handled alone", "error", err)
+		return
 	}
-	finished, err := finisher.FinishAttempts(ctx, sp, js)
-	if err != nil {
-		w.logger.Warn("finishing the batch's attempts together failed; each job finishes alone", "jobs", len(js), "error", err)
+	if err := call(sp, js); err != nil {
+		w.logger.Warn(what+" failed; each job is handled alone", "jobs", len(js), "error", err)
 		if rerr := sp.Rollback(ctx); rerr != nil {
 			w.logger.Warn("rolling back to the savepoint failed; the batch transaction fails and its jobs are handled one by one", "error", rerr)
 		}
-		return nil
+		return
 	}
 	if err := sp.Commit(ctx); err != nil {
 		// The transaction is unusable: the next statement fails and the batch is redone job by job.
-		w.logger.Warn("releasing the savepoint after finishing the batch's attempts failed", "error", err)
-		return nil
+		w.logger.Warn("releasing the savepoint after "+what+" failed", "error", err)
 	}
-	return finished
 }
 
 // processJob applies one job; ok reports that it is to be completed with the batch. Without
@@ -476,11 +523,11 @@ func (w *Worker) finishTogether(ctx context.Context, tx pgx.Tx, batch []jobs.Job
 // them the failure is rolled back to the job's savepoint and recorded (retry, defer, dead letter).
 // Any other error means the batch transaction is unusable. ctx is the job's, with span (startJob),
 // which processJob ends.
-func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j jobs.Job, row inboxRow, finished *handler.Finish, savepoints bool) (outcome, bool, error) {
+func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j jobs.Job, row inboxRow, early ahead, savepoints bool) (outcome, bool, error) {
 	defer span.End()
 
 	if !savepoints {
-		res, herr := w.handle(ctx, tx, j, row, finished)
+		res, herr := w.handle(ctx, tx, j, row, early)
 		if herr != nil {
 			return outcome{}, false, errJobFailed
 		}
@@ -492,7 +539,7 @@ func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j j
 	if err != nil {
 		return outcome{}, false, fmt.Errorf("savepoint: %w", err)
 	}
-	res, herr := w.handle(ctx, sp, j, row, nil)
+	res, herr := w.handle(ctx, sp, j, row, ahead{})
 	if herr == nil {
 		if err := sp.Commit(ctx); err != nil {
 			return outcome{}, false, fmt.Errorf("release savepoint: %w", err)
@@ -537,7 +584,7 @@ var errPermanent = errors.New("permanent job failure")
 
 // handle runs the handler, turning a panic into an error so one poison job never takes the
 // process (or its batch) down.
-func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow, finished *handler.Finish) (res handler.Result, err error) {
+func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow, early ahead) (res handler.Result, err error) {
 	if row.err != nil {
 		return handler.Result{}, fmt.Errorf("%w: %w", errPermanent, row.err)
 	}
@@ -552,7 +599,7 @@ func (w *Worker) handle(ctx context.Context, tx pgx.Tx, j jobs.Job, row inboxRow
 	}()
 	return w.handlers.Handle(ctx, tx, handler.Job{
 		ID: j.ID, Worker: w.cfg.ID, Kind: j.Kind, Attempts: j.Attempts, ReceivedAt: row.receivedAt, Document: row.doc,
-		Traceparent: telemetry.Traceparent(ctx), Finished: finished,
+		Traceparent: telemetry.Traceparent(ctx), Finished: early.finished, Created: early.created,
 	})
 }
 
