@@ -399,10 +399,15 @@ func TestPushBatchRefusesJobsItMayNotCreate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.NewPool(t)
+	// A push that would create its run: its repository is recorded, its commit well formed.
+	if _, err := pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1')`); err != nil {
+		t.Fatal(err)
+	}
 	var push, other int64
 	if err := pool.QueryRow(ctx, `SELECT
-		(SELECT job_id FROM boardreadyops_webhook_accept('d-1', 'push', NULL, 1, 1, '{"push": {"ref": "refs/tags/v1", "after": "a"}}',
-			sha256('d-1'), NULL)),
+		(SELECT job_id FROM boardreadyops_webhook_accept('d-1', 'push', NULL, 1, 1,
+			jsonb_build_object('push', jsonb_build_object('ref', 'refs/tags/v1', 'after', repeat('a', 40))), sha256('d-1'), NULL)),
 		(SELECT job_id FROM boardreadyops_webhook_accept('d-2', 'ping', NULL, 1, 1, '{}', sha256('d-2'), NULL))`).Scan(&push, &other); err != nil {
 		t.Fatal(err)
 	}
@@ -428,5 +433,124 @@ func TestPushBatchRefusesJobsItMayNotCreate(t *testing.T) {
 	var runs int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM release_runs`).Scan(&runs); err != nil || runs != 0 {
 		t.Errorf("%d release runs (%v), want none", runs, err)
+	}
+	// The push alone, by its worker, creates its run: the refusals above were the other jobs'.
+	var created *string
+	if err := pool.QueryRow(ctx, `SELECT release_run_id::text FROM boardreadyops_release_run_create_from_push_batch($1, 'w', 'release.yml',
+		'BoardReadyOps release', '{NULL}')`, []int64{push}).Scan(&created); err != nil || created == nil {
+		t.Errorf("the push alone: run %v (%v), want one", created, err)
+	}
+}
+
+// TestPushBatchPlannedOnce: the set-based run creation (migration 00056) reads about its own rows
+// after the inbox, the jobs, the repositories and the runs have grown, however small they were
+// when the connection first ran it (its generic plan is kept: TestBatchCompletionPlannedPerCall's
+// settings).
+func TestPushBatchPlannedOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	tables := []string{"webhook_inbox", "control_plane_jobs", "repositories", "release_runs", "execution_attempts", "control_plane_outbox",
+		"repository_release_settings", "installation_release_settings"}
+	for _, table := range tables {
+		if _, err := pool.Exec(ctx, `ALTER TABLE `+table+` SET (autovacuum_enabled = false)`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization')`); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	type querier interface {
+		Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}
+	// repositories records repositories from..to of installation 1.
+	repositories := func(from, to int) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name)
+			SELECT g, 1, 'org-1/repo-' || g FROM generate_series($1::int, $2) g`, from, to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// pushes delivers tag pushes v<from>..v<to>, one per repository of 1..repos, and claims them.
+	pushes := func(q querier, from, to, repos int) []int64 {
+		t.Helper()
+		if _, err := q.Exec(ctx, `SELECT boardreadyops_webhook_accept('d-' || g, 'push', NULL, 1, 1 + g % $3,
+				jsonb_build_object('push', jsonb_build_object('ref', 'refs/tags/v' || g, 'after', repeat('a', 40))),
+				sha256(convert_to('d-' || g, 'UTF8')), NULL)
+			FROM generate_series($1::int, $2) g`, from, to, repos); err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for len(ids) < to-from+1 {
+			rows, err := q.Query(ctx, `SELECT id FROM boardreadyops_job_claim('w', $1, '1 hour')`, min(1000, to-from+1-len(ids)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil || len(got) == 0 {
+				t.Fatalf("claimed %d jobs (%v)", len(got), err)
+			}
+			ids = append(ids, got...)
+		}
+		return ids
+	}
+	create := func(q querier, ids []int64) {
+		t.Helper()
+		rows, err := q.Query(ctx, `SELECT release_run_id FROM boardreadyops_release_run_create_from_push_batch($1, 'w', 'release.yml',
+			'BoardReadyOps release', array_fill(NULL::text, ARRAY[cardinality($1::bigint[])]))`, ids)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs, err := pgx.CollectRows(rows, pgx.RowTo[*string])
+		if err != nil || len(runs) != len(ids) {
+			t.Fatalf("%d rows for %d jobs (%v)", len(runs), len(ids), err)
+		}
+		for _, r := range runs {
+			if r == nil {
+				t.Fatalf("a push created no run: %v", runs)
+			}
+		}
+	}
+	// The connection's first call meets empty tables, then ten batches while they are a page or two.
+	create(conn, []int64{})
+	repositories(1, 8)
+	for i := range 10 {
+		create(conn, pushes(conn, 1+8*i, 8+8*i, 8))
+	}
+	// Then 5,000 repositories and 5,000 runs.
+	repositories(9, 5000)
+	for i := range 5 {
+		create(conn, pushes(conn, 100+1000*i, 1099+1000*i, 5000))
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	read := map[string]int{}
+	for i := range 5 {
+		ids := pushes(tx, 10000+8*i, 10007+8*i, 5000)
+		before := map[string]int{}
+		for _, table := range tables {
+			before[table] = rowsRead(t, tx, table)
+		}
+		create(tx, ids)
+		for _, table := range tables {
+			read[table] += rowsRead(t, tx, table) - before[table]
+		}
+	}
+	for _, table := range tables {
+		t.Logf("%d rows of %s", read[table], table)
+		// Each run's rows a few times: the job's lock and check, the delivery, the repository,
+		// the foreign-key checks.
+		if most := 5 * 8 * 6; read[table] > most {
+			t.Errorf("5 batches of 8 pushes read %d rows of %s (5,000 repositories, 5,080 runs), want at most %d", read[table], table, most)
+		}
 	}
 }

@@ -54,6 +54,8 @@ func TestServiceRolePrivileges(t *testing.T) {
 		runFromPush   = `SELECT boardreadyops_release_run_create_from_push(1, 'w', 'release.yml', 'BoardReadyOps release')`
 		finishAttempt = `SELECT * FROM boardreadyops_execution_attempt_finish(1, 'w', 'BoardReadyOps release')`
 		finishSet     = `SELECT * FROM boardreadyops_execution_attempt_finish_batch('{1,2}', 'w', 'BoardReadyOps release', '{NULL,NULL}')`
+		pushSet       = `SELECT * FROM boardreadyops_release_run_create_from_push_batch('{1,2}', 'w', 'release.yml', 'BoardReadyOps release', '{NULL,NULL}')`
+		checkRunsSet  = `SELECT * FROM boardreadyops_release_run_enqueue_check_runs('{00000000-0000-0000-0000-000000000001}', '{running}', '{NULL}', '{NULL}')`
 		createRun     = `SELECT boardreadyops_release_run_create(1, 1, 'refs/tags/v1', repeat('a', 40), 'release.yml', 'BoardReadyOps release')`
 		acceptSet     = `SELECT * FROM boardreadyops_webhook_accept_batch('{d-9}', '{ping}', '{NULL}', '{NULL}', '{NULL}', '{"{}"}', ARRAY[sha256('x'::bytea)], '{NULL}')`
 	)
@@ -64,21 +66,22 @@ func TestServiceRolePrivileges(t *testing.T) {
 	}{
 		{"boardreadyops_ingest",
 			[]string{accept, acceptSet, version},
-			[]string{completeSet, createSet, dispatchSet, startSet, finishSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep, leaseRet, statusRet, statusDigests, sweepDigests}},
+			[]string{completeSet, createSet, dispatchSet, startSet, finishSet, pushSet, checkRunsSet, nextAttempt, deadInst, deferJob, insertInbox, insertJob, readInbox, readOutbox, writeOutbox, insertOutbox, claimOutbox, enqueue, claimJobs, readRuns, writeRuns, writeInst, readAudit, replayOutbox, sweep, leaseRet, statusRet, statusDigests, sweepDigests}},
 		{"boardreadyops_lifecycle",
-			[]string{readInbox, readRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob, runFromPush, finishAttempt, finishSet, leaseRet, statusRet,
+			[]string{readInbox, readRuns, writeInst, claimJobs, jobStats, version, nextAttempt, deadInst, deferJob, runFromPush, finishAttempt, finishSet, pushSet, leaseRet, statusRet,
 				statusDigests, sweepDigests},
 			[]string{readOutbox, writeOutbox, insertOutbox, claimOutbox, completeSet, createSet, dispatchSet, startSet, replayOutbox, resolve, replayJob, readAudit, writeAudit, sweep, insertInbox, accept, acceptSet,
-				enqueue, writeRuns, createRun}},
+				enqueue, writeRuns, createRun, checkRunsSet}},
 		{"boardreadyops_dispatcher",
 			[]string{claimOutbox, completeSet, createSet, dispatchSet, startSet, recoverOut, outboxStats, version},
-			[]string{finishSet, readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, acceptSet, nextAttempt, deadInst, deferJob, leaseRet, statusRet,
+			[]string{finishSet, pushSet, checkRunsSet, readOutbox, writeOutbox, insertOutbox, replayOutbox, resolve, claimJobs, enqueue, readInbox, readRuns, writeRuns, readAudit, sweep, accept, acceptSet, nextAttempt, deadInst, deferJob, leaseRet, statusRet,
 				statusDigests, sweepDigests}},
 		{"boardreadyops_operator",
 			[]string{outboxStats, jobStats, version},
-			[]string{readOutbox, claimOutbox, completeSet, createSet, dispatchSet, startSet, finishSet, acceptSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox, leaseRet, statusRet, statusDigests, sweepDigests}},
+			[]string{readOutbox, claimOutbox, completeSet, createSet, dispatchSet, startSet, finishSet, pushSet, checkRunsSet, acceptSet, recoverOut, claimJobs, readInbox, readRuns, replayOutbox, insertInbox, leaseRet, statusRet, statusDigests, sweepDigests}},
 		{"boardreadyops_admin",
-			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, createSet, dispatchSet, startSet, finishSet, accept, acceptSet, leaseRet, statusRet, statusDigests, sweepDigests},
+			[]string{readOutbox, readInbox, readRuns, readAudit, outboxStats, sweep, version, claimOutbox, completeSet, createSet, dispatchSet, startSet, finishSet, pushSet, checkRunsSet, accept, acceptSet, leaseRet,
+				statusRet, statusDigests, sweepDigests},
 			nil},
 	}
 	// The deprecated names of migration 00014 grant exactly what the new names do: pods of the

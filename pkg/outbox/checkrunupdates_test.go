@@ -88,13 +88,14 @@ func TestCheckRunUpdatesOfManyRunsInOneCall(t *testing.T) {
 
 	for _, c := range []struct {
 		r                  run
+		checkRun           int64
 		state, conclusion  string
 		notice, generation string
 		traceparent        bool
 	}{
-		{first, "succeeded", "success", "", ":g1", true},
-		{second, "failed", "failure", "a notice", ":g1", false},
-		{held, "dispatching", "", "", ":g1", false}, // no state given: the run's own (check_pending)
+		{first, 701, "succeeded", "success", "", ":g1", true},
+		{second, 702, "failed", "failure", "a notice", ":g1", false},
+		{held, 703, "dispatching", "", "", ":g1", false}, // no state given: the run's own (check_pending)
 	} {
 		e := mustGet(t, ctx, b, *updates[c.r.ID])
 		var p map[string]any
@@ -102,7 +103,7 @@ func TestCheckRunUpdatesOfManyRunsInOneCall(t *testing.T) {
 			t.Fatal(err)
 		}
 		got := []any{p["state"], p["check_run_id"], p["release_run_id"], p["execution_attempt_id"], p["attempts_total"]}
-		want := []any{c.state, p["check_run_id"], c.r.ID, c.r.AttemptID, float64(1)}
+		want := []any{c.state, float64(c.checkRun), c.r.ID, c.r.AttemptID, float64(1)}
 		for i := range got {
 			if got[i] != want[i] {
 				t.Errorf("run %s update: %v, want %v (payload %s)", c.r.ID, got, want, e.Payload)
@@ -121,6 +122,30 @@ func TestCheckRunUpdatesOfManyRunsInOneCall(t *testing.T) {
 		if (e.Traceparent != nil && *e.Traceparent == traceparent) != c.traceparent {
 			t.Errorf("run %s update: traceparent %v", c.r.ID, deref(e.Traceparent))
 		}
+	}
+
+	// A blocked run told without a state: its dead-lettered dispatch's error is the reason, and
+	// the update offers Retry.
+	blocked := createRun(t, ctx, b)
+	dispatch := dispatchFor(t, ctx, b, blocked)
+	claimOne(t, ctx, b, "w-dispatch", dispatch)
+	if err := b.store.DeadLetter(ctx, b.pool, dispatch, "w-dispatch", "422 workflow file not found"); err != nil {
+		t.Fatal(err)
+	}
+	var status string
+	var told int64
+	if err := b.pool.QueryRow(ctx, `SELECT (SELECT status FROM release_runs WHERE id = $1),
+		(SELECT outbox_id FROM boardreadyops_release_run_enqueue_check_runs(ARRAY[$1::uuid], '{NULL}', '{NULL}', '{NULL}', $2))`,
+		blocked.ID, b.clock.Now()).Scan(&status, &told); err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(mustGet(t, ctx, b, told).Payload, &p); err != nil {
+		t.Fatal(err)
+	}
+	if status != "blocked" || p["state"] != "dispatch_failed" || p["reason"] != "422 workflow file not found" || p["retry"] != true ||
+		p["conclusion"] != "failure" {
+		t.Errorf("blocked run (%s) told as %v", status, p)
 	}
 
 	// What the call refuses, as the single function does.

@@ -1,5 +1,5 @@
 -- Check-run updates of a set of release runs are enqueued by one call (issue 25,
--- docs/performance.md "Check-run updates enqueued in sets").
+-- docs/performance.md "Check-run updates and release runs in sets").
 --
 -- boardreadyops_release_run_enqueue_check_run built one update per call: the run locked, its
 -- attempt, blocker, repository, page, attempt count, attempt list and generation read, the update
@@ -86,8 +86,11 @@ BEGIN
     ), built AS (
         SELECT t.*, p.full_name, w.workflow_run_url AS url, total.n AS total, list.attempts, gen.generation
         FROM told t
-        LEFT JOIN public.repositories p ON p.id = t.repository_id
-        LEFT JOIN public.execution_attempt_workflow_runs w ON w.execution_attempt_id = t.attempt_id
+        -- Primary-key probes (a LATERAL subquery with a LIMIT is never flattened into a join).
+        LEFT JOIN LATERAL (SELECT r.full_name FROM public.repositories r WHERE r.id = t.repository_id LIMIT 1) p ON true
+        LEFT JOIN LATERAL (
+            SELECT r.workflow_run_url FROM public.execution_attempt_workflow_runs r WHERE r.execution_attempt_id = t.attempt_id LIMIT 1
+        ) w ON true
         CROSS JOIN LATERAL (SELECT count(*) AS n FROM public.execution_attempts x WHERE x.release_run_id = t.id) total
         -- The newest 8 attempts, oldest first: the payload stays far below its 8 KiB bound.
         CROSS JOIN LATERAL (
@@ -379,12 +382,12 @@ BEGIN
     FROM unnest(v_runs, v_status) AS x(id, status)
     WHERE r.id = x.id;
     -- The check runs' final updates: built by the one function that builds them, which returns
-    -- one row per run in the order given.
+    -- one row per run (the runs are distinct: jobs naming one run twice were left out).
     RETURN QUERY
     SELECT x.job_id, 'completed'::text, x.run_id, x.attempt_id, e.update_id
     FROM unnest(v_jobs, v_runs, v_attempts) WITH ORDINALITY AS x(job_id, run_id, attempt_id, n)
     JOIN public.boardreadyops_release_run_enqueue_check_runs(v_runs, v_status, array_fill(NULL::text, ARRAY[cardinality(v_runs)]), v_trace, v_now)
-         WITH ORDINALITY AS e(run_id, update_id, n) ON e.n = x.n
+         AS e(run_id, update_id) ON e.run_id = x.run_id
     ORDER BY x.n;
 END;
 $$;

@@ -79,14 +79,22 @@ BEGIN
         JOIN public.control_plane_jobs j ON j.id = t.job_id
         JOIN public.webhook_inbox i ON i.id = j.inbox_id
     ), target AS (
+        -- Primary-key probes throughout (a LATERAL subquery with a LIMIT is never flattened into a
+        -- join, so a generic plan made on small tables cannot scan them whole).
         SELECT p.*,
                -- The repository's setting, else its installation's default (00024), else the deployment's.
                coalesce(s.workflow_file, d.workflow_file, p_default_workflow_file) AS workflow_file,
                row_number() OVER (PARTITION BY p.repository_id, p.ref, p.sha ORDER BY p.n) AS nth
         FROM push p
-        JOIN public.repositories r ON r.id = p.repository_id AND r.installation_id = p.installation_id
-        LEFT JOIN public.repository_release_settings s ON s.repository_id = r.id
-        LEFT JOIN public.installation_release_settings d ON d.installation_id = r.installation_id
+        JOIN LATERAL (
+            SELECT r.id FROM public.repositories r WHERE r.id = p.repository_id AND r.installation_id = p.installation_id LIMIT 1
+        ) r ON true
+        LEFT JOIN LATERAL (
+            SELECT x.workflow_file FROM public.repository_release_settings x WHERE x.repository_id = p.repository_id LIMIT 1
+        ) s ON true
+        LEFT JOIN LATERAL (
+            SELECT x.workflow_file FROM public.installation_release_settings x WHERE x.installation_id = p.installation_id LIMIT 1
+        ) d ON true
     ), created AS (
         INSERT INTO public.release_runs AS r (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
         SELECT t.repository_id, t.installation_id, t.ref, t.sha, t.workflow_file, 'check_pending', v_now, v_now
@@ -122,8 +130,8 @@ BEGIN
                    'dispatch_paused', public.boardreadyops_outbox_dispatch_pause_reason(r.installation_id)),
                10, v_now, r.id, NULL, r.installation_id, x.traceparent, v_now, v_now
         FROM unnest(v_runs, v_trace) WITH ORDINALITY AS x(id, traceparent, n)
-        JOIN public.release_runs r ON r.id = x.id
-        JOIN public.repositories p ON p.id = r.repository_id
+        CROSS JOIN LATERAL (SELECT r.* FROM public.release_runs r WHERE r.id = x.id LIMIT 1) r
+        CROSS JOIN LATERAL (SELECT p.id, p.full_name FROM public.repositories p WHERE p.id = r.repository_id LIMIT 1) p
         ORDER BY x.n
         ON CONFLICT (release_run_id, effect_type, execution_attempt_id, generation) DO NOTHING;
     END IF;

@@ -217,12 +217,12 @@ BEGIN
     FROM unnest(v_runs, v_status) AS x(id, status)
     WHERE r.id = x.id;
     -- The check runs' final updates: built by the one function that builds them, which returns
-    -- one row per run in the order given.
+    -- one row per run (the runs are distinct: jobs naming one run twice were left out).
     RETURN QUERY
     SELECT x.job_id, 'completed'::text, x.run_id, x.attempt_id, e.update_id
     FROM unnest(v_jobs, v_runs, v_attempts) WITH ORDINALITY AS x(job_id, run_id, attempt_id, n)
     JOIN public.boardreadyops_release_run_enqueue_check_runs(v_runs, v_status, array_fill(NULL::text, ARRAY[cardinality(v_runs)]), v_trace, v_now)
-         WITH ORDINALITY AS e(run_id, update_id, n) ON e.n = x.n
+         AS e(run_id, update_id) ON e.run_id = x.run_id
     ORDER BY x.n;
 END;
 $$;
