@@ -32,7 +32,7 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	if job.Created != nil {
 		return *job.Created, nil // CreateRuns decided it with its batch
 	}
-	create, res, err := h.pushDecision(ctx, tx, job)
+	create, res, err := h.pushDecision(ctx, tx, job, true)
 	if err != nil || !create {
 		return res, err
 	}
@@ -47,17 +47,28 @@ func (h *Handlers) push(ctx context.Context, tx pgx.Tx, job Job) (Result, error)
 	return h.pushCreated(job, runID), nil
 }
 
+// errAlone: a push CreateRuns leaves to its handler, at its turn in the batch.
+var errAlone = errors.New("handled alone")
+
 // pushDecision makes a push job's checks before its run is created: create is false, with the
-// job's result, when the push starts no release.
-func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job) (create bool, res Result, err error) {
+// job's result, when the push starts no release. A repository (or installation) not recorded yet
+// is recorded first when record is set; otherwise the error is errAlone, for a push decided ahead
+// of its turn must write nothing the jobs before it could see.
+func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job, record bool) (create bool, res Result, err error) {
 	d := &job.Document
 	p := d.Push
+	if p == nil || d.Repository == nil {
+		return false, Result{}, errors.New("push delivery without its push or repository")
+	}
 	tag, isTag := strings.CutPrefix(p.Ref, "refs/tags/")
 	if !isTag || tag == "" || !p.Created || p.Deleted {
 		return false, ignored(), nil
 	}
 	repo := d.Repository
 	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	if errors.Is(err, pgx.ErrNoRows) && !record {
+		return false, Result{}, errAlone
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// First sight of this repository (or installation): record it, then read again.
 		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
@@ -93,7 +104,7 @@ func (h *Handlers) pushCreated(job Job, runID *string) Result {
 		return ignored() // this tag at this commit already has its run
 	}
 	h.logger.Debug("release run created", "release_run_id", *runID, "repository_id", job.Document.Repository.ID,
-		"ref", job.Document.Push.Ref, "head_sha", job.Document.Push.After)
+		"tag", strings.TrimPrefix(job.Document.Push.Ref, "refs/tags/"), "head_sha", job.Document.Push.After)
 	return applied(1)
 }
 
@@ -101,13 +112,18 @@ func (h *Handlers) pushCreated(job Job, runID *string) Result {
 // it, all leased to one worker: each job's checks as alone, then the runs of the pushes that
 // start a release with one set-based call (boardreadyops_release_run_create_from_push_batch,
 // migration 00056). It returns each job's result by job id. An error leaves tx to be rolled back
-// (to the caller's savepoint): the jobs are then handled alone. Job.Traceparent is copied onto
-// the check-run creations it enqueues.
+// (to the caller's savepoint): the jobs are then handled alone. A job missing from the result is
+// handled alone at its turn: one whose repository is not recorded yet, which CreateRuns does not
+// record ahead of the jobs before it. Job.Traceparent is copied onto the check-run creations it
+// enqueues.
 func (h *Handlers) CreateRuns(ctx context.Context, tx pgx.Tx, jobs []Job) (map[int64]Result, error) {
 	out := make(map[int64]Result, len(jobs))
 	creating := make([]Job, 0, len(jobs))
 	for _, job := range jobs {
-		create, res, err := h.pushDecision(ctx, tx, job)
+		create, res, err := h.pushDecision(ctx, tx, job, false)
+		if errors.Is(err, errAlone) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

@@ -28,7 +28,7 @@ func TestTagPushesCreateRunsTogether(t *testing.T) {
 				'attempts', (SELECT jsonb_agg(to_jsonb(a) - 'id' - 'release_run_id' - 'created_at' - 'updated_at')
 				             FROM execution_attempts a JOIN r ON a.release_run_id = r.id),
 				'effects', (SELECT jsonb_agg(to_jsonb(o) - 'id' - 'traceparent' - 'created_at' - 'updated_at' - 'available_at'
-				                             - 'idempotency_key' - 'release_run_id' ORDER BY o.id)
+				                             - 'release_run_id' ORDER BY o.id)
 				            FROM control_plane_outbox o JOIN r ON o.release_run_id = r.id),
 				'run id', (SELECT id FROM r))::text`, tag).Scan(&s); err != nil {
 			t.Fatal(err)
@@ -123,5 +123,45 @@ func TestTagPushesCreateRunsTogether(t *testing.T) {
 	}
 	if len(seen) != len(tags) {
 		t.Errorf("%d check-run creations of the batch, want %d", len(seen), len(tags))
+	}
+}
+
+// A push that fails its checks fails CreateRuns: every push of the batch is then handled alone,
+// the others' runs created, its own job retried (lifecycle does not panic on it either).
+func TestTagPushesAloneWhenOneFails(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	log := &queryLog{}
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.Tracer = log
+	traced, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(traced.Close)
+	b.pool = traced
+	b.withWorker(nil)
+
+	first := b.deliver(pushTag("v1.0.0", sha))
+	malformed := pushTag("v1.1.0", sha)
+	malformed.Push = nil // a stored push without its push: the handler refuses it
+	bad := b.deliver(malformed)
+	last := b.deliver(pushTag("v1.2.0", sha))
+	if n := b.drain(); n != 3 {
+		t.Fatalf("drained %d jobs, want 3 in one batch", n)
+	}
+	// CreateRuns failed on the malformed push's checks, before its statement; alone, the failure
+	// redid the batch with a savepoint per job: three single creations, the fast path's first
+	// one rolled back.
+	if batch, alone := log.calls("boardreadyops_release_run_create_from_push_batch("), log.calls("boardreadyops_release_run_create_from_push("); batch != 0 || alone != 3 {
+		t.Errorf("%d set-based and %d single creations, want 0 and 3", batch, alone)
+	}
+	if n := b.count(`SELECT count(*) FROM release_runs WHERE ref IN ('refs/tags/v1.0.0', 'refs/tags/v1.2.0')`); n != 2 {
+		t.Errorf("%d runs of the two good pushes, want 2", n)
+	}
+	for id, want := range map[int64]string{first: "completed", last: "completed", bad: "available"} {
+		if s := b.jobStatus(id); s != want {
+			t.Errorf("job %d: %s, want %s", id, s, want)
+		}
 	}
 }

@@ -363,8 +363,9 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
-	// The jobs finished together start their spans first: what they enqueue carries their own
-	// job's span, as when handled alone. The others start theirs when they are handled.
+	// The jobs handled ahead of their turn (together) start their spans first: what they enqueue
+	// carries their own job's span, as when handled alone. The others start theirs when they are
+	// handled.
 	jobCtxs, spans := make([]context.Context, len(batch)), make([]trace.Span, len(batch))
 	ended := 0 // processJob ends each job's span; a failed batch ends the ones started early
 	defer func() {
@@ -455,42 +456,42 @@ func (w *Worker) together(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs
 	}
 	out := map[int64]ahead{}
 	if finisher, ok := w.handlers.(Finisher); ok && len(finishes) >= 2 { // alone: the handler's own call is the same work
-		w.callAhead(ctx, tx, batch, docs, finishes, jobCtxs, spans, "finishing the batch's attempts together",
-			func(sp pgx.Tx, js []handler.Job) error {
-				finished, err := finisher.FinishAttempts(ctx, sp, js)
-				if err != nil {
-					return err
-				}
-				for id, f := range finished {
-					a := out[id]
-					a.finished = &f
-					out[id] = a
-				}
-				return nil
-			})
+		var finished map[int64]handler.Finish
+		if w.callAhead(ctx, tx, batch, docs, finishes, jobCtxs, spans, "finishing the batch's attempts together",
+			func(sp pgx.Tx, js []handler.Job) (err error) {
+				finished, err = finisher.FinishAttempts(ctx, sp, js)
+				return err
+			}) {
+			for id, f := range finished {
+				a := out[id]
+				a.finished = &f
+				out[id] = a
+			}
+		}
 	}
 	if creator, ok := w.handlers.(Creator); ok && len(pushes) >= 2 {
-		w.callAhead(ctx, tx, batch, docs, pushes, jobCtxs, spans, "creating the batch's release runs together",
-			func(sp pgx.Tx, js []handler.Job) error {
-				created, err := creator.CreateRuns(ctx, sp, js)
-				if err != nil {
-					return err
-				}
-				for id, r := range created {
-					a := out[id]
-					a.created = &r
-					out[id] = a
-				}
-				return nil
-			})
+		var created map[int64]handler.Result
+		if w.callAhead(ctx, tx, batch, docs, pushes, jobCtxs, spans, "creating the batch's release runs together",
+			func(sp pgx.Tx, js []handler.Job) (err error) {
+				created, err = creator.CreateRuns(ctx, sp, js)
+				return err
+			}) {
+			for id, r := range created {
+				a := out[id]
+				a.created = &r
+				out[id] = a
+			}
+		}
 	}
 	return out
 }
 
 // callAhead starts the spans of the picked jobs of batch and runs call on them under a savepoint
-// of tx, which it rolls back when call fails (call then must not have kept any of its results).
+// of tx. It reports whether call's work stands: false when call failed or panicked (the
+// savepoint is rolled back and the jobs are handled alone) or the savepoint could not be
+// released (the transaction is unusable: the batch is redone job by job).
 func (w *Worker) callAhead(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow, picked []int,
-	jobCtxs []context.Context, spans []trace.Span, what string, call func(sp pgx.Tx, js []handler.Job) error) {
+	jobCtxs []context.Context, spans []trace.Span, what string, call func(sp pgx.Tx, js []handler.Job) error) bool {
 	js := make([]handler.Job, 0, len(picked))
 	for _, i := range picked {
 		j, row := batch[i], docs[batch[i].InboxID]
@@ -503,19 +504,32 @@ func (w *Worker) callAhead(ctx context.Context, tx pgx.Tx, batch []jobs.Job, doc
 	sp, err := tx.Begin(ctx)
 	if err != nil {
 		w.logger.Warn("savepoint for "+what+" failed; each job is handled alone", "error", err)
-		return
+		return false
 	}
-	if err := call(sp, js); err != nil {
+	if err := callRecovered(sp, js, call); err != nil {
 		w.logger.Warn(what+" failed; each job is handled alone", "jobs", len(js), "error", err)
 		if rerr := sp.Rollback(ctx); rerr != nil {
 			w.logger.Warn("rolling back to the savepoint failed; the batch transaction fails and its jobs are handled one by one", "error", rerr)
 		}
-		return
+		return false
 	}
 	if err := sp.Commit(ctx); err != nil {
 		// The transaction is unusable: the next statement fails and the batch is redone job by job.
 		w.logger.Warn("releasing the savepoint after "+what+" failed", "error", err)
+		return false
 	}
+	return true
+}
+
+// callRecovered runs call, turning a panic into an error: one poison job never takes the process
+// down, as in handle.
+func callRecovered(sp pgx.Tx, js []handler.Job, call func(sp pgx.Tx, js []handler.Job) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panicked: %v\n%s", p, debug.Stack())
+		}
+	}()
+	return call(sp, js)
 }
 
 // processJob applies one job; ok reports that it is to be completed with the batch. Without
