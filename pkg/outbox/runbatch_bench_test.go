@@ -13,17 +13,17 @@ import (
 	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
 )
 
-// BenchmarkRunTransitions: a group commit's check-run creations and workflow-dispatch
-// completions, and a lifecycle batch's finished workflow runs, 32 runs at a time on one
-// connection, each run's single-row function pipelined in one transaction ("alone", as before
-// migrations 00050–00052) against the set-based call ("set").
+// BenchmarkRunTransitions: a lifecycle batch's tag pushes, a group commit's check-run creations
+// and workflow-dispatch completions, and a lifecycle batch's finished workflow runs, 32 runs at a
+// time on one connection, each run's single-row function pipelined in one transaction ("alone",
+// as before migrations 00050–00052 and 00056) against the set-based call ("set").
 // Reports the PostgreSQL backend's CPU per run (pg-µs/run, from /proc: Linux, a local server)
 // besides the wall time; compare medians of -count N.
 //
 //	go test ./pkg/outbox -run '^$' -bench BenchmarkRunTransitions -count 5
 func BenchmarkRunTransitions(b *testing.B) {
 	const k = 32
-	for _, transition := range []string{"create", "dispatch", "finish"} {
+	for _, transition := range []string{"push", "create", "dispatch", "finish"} {
 		for _, mode := range []string{"alone", "set"} {
 			b.Run(transition+"/"+mode, func(b *testing.B) {
 				ctx := context.Background()
@@ -60,7 +60,7 @@ func BenchmarkRunTransitions(b *testing.B) {
 				// Every run advanced, whichever way: the two modes did the same work.
 				var advanced int
 				if err := conn.QueryRow(ctx, `SELECT count(*) FROM release_runs WHERE status = $1`,
-					map[string]string{"create": "dispatching", "dispatch": "running", "finish": "succeeded"}[transition]).Scan(&advanced); err != nil || advanced != runs {
+					map[string]string{"push": "check_pending", "create": "dispatching", "dispatch": "running", "finish": "succeeded"}[transition]).Scan(&advanced); err != nil || advanced != runs {
 					b.Fatalf("%d of %d runs advanced (%v)", advanced, runs, err)
 				}
 				b.ReportMetric(cpu*1e6/float64(runs), "pg-µs/run")
@@ -76,13 +76,34 @@ func mustExec(b *testing.B, conn *pgxpool.Conn, sql string, args ...any) {
 	}
 }
 
-// leaseRuns creates k release runs as lifecycle does (check_pending, attempt 1, the check-run
-// creation) and leases their creations to worker w; for "dispatch" it completes the creations
+// leaseRuns leases to worker w, for "push", a job per run of its tag push delivery; else it
+// creates k release runs as lifecycle does (check_pending, attempt 1, the check-run creation)
+// and leases their creations to w; for "dispatch" it completes the creations
 // and leases the dispatches they enqueued, their delivery started; for "finish" it completes
 // those too and leases to w a job per run of its completed workflow_run delivery.
 func leaseRuns(b *testing.B, conn *pgxpool.Conn, from, k int, transition string) []int64 {
 	b.Helper()
 	ctx := context.Background()
+	if transition == "push" {
+		rows, _ := conn.Query(ctx, `
+			WITH i AS (
+				INSERT INTO webhook_inbox (delivery_id, event, installation_id, repository_id, payload, payload_sha256)
+				SELECT 'p-' || g, 'push', 1, 1,
+				       jsonb_build_object('event', 'push', 'installation_id', 1, 'repository', jsonb_build_object('id', 1),
+				           'push', jsonb_build_object('ref', 'refs/tags/v' || g, 'after', repeat('a', 40), 'created', true)),
+				       sha256(convert_to('p-' || g, 'UTF8'))
+				FROM generate_series($1::int, $1 + $2 - 1) g
+				RETURNING id
+			)
+			INSERT INTO control_plane_jobs (kind, inbox_id, status, attempts, lease_owner, lease_expires_at)
+			SELECT 'push', i.id, 'leased', 1, 'w', now() + interval '1 minute' FROM i
+			RETURNING id`, from, k)
+		jobIDs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil || len(jobIDs) != k {
+			b.Fatalf("leased %d push jobs (%v), want %d", len(jobIDs), err, k)
+		}
+		return jobIDs
+	}
 	mustExec(b, conn, `
 		WITH r AS (
 			INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
@@ -149,6 +170,13 @@ func completeRuns(b *testing.B, conn *pgxpool.Conn, transition, mode string, ids
 	b.Helper()
 	batch := &pgx.Batch{}
 	switch transition + "/" + mode {
+	case "push/alone":
+		for _, id := range ids {
+			batch.Queue(`SELECT boardreadyops_release_run_create_from_push($1, 'w', 'boardreadyops-release.yml', 'BoardReadyOps release')`, id)
+		}
+	case "push/set":
+		batch.Queue(`SELECT count(*) FROM boardreadyops_release_run_create_from_push_batch($1, 'w', 'boardreadyops-release.yml', 'BoardReadyOps release', $2)`,
+			ids, make([]*string, len(ids)))
 	case "create/alone":
 		for _, id := range ids {
 			batch.Queue(`SELECT boardreadyops_outbox_complete_check_run_create($1, 'w', $2)`, id, 1000+id)
