@@ -49,6 +49,9 @@ type e2eResult struct {
 	// NeedOperator counts the effects in dead_letter or reconciliation_required: each blocks its
 	// run (docs/operations.md has the runbooks).
 	NeedOperator int `json:"effects_needing_an_operator"`
+	// Stuck lists up to five of them (id, type, status, attempts, last error): what went wrong
+	// is then in the burst's own output, not only in logs deleted with it.
+	Stuck []string `json:"effects_needing_an_operator_sample,omitempty"`
 }
 
 func runE2E(args []string) error {
@@ -136,6 +139,11 @@ func runE2E(args []string) error {
 		Scan(&res.ReleaseRuns, &res.Webhooks, &res.Effects, &res.NotTerminal, &res.ExactlyOnceFail, &res.NeedOperator); err != nil {
 		return err
 	}
+	if res.NeedOperator > 0 {
+		if res.Stuck, err = stuckEffects(ctx, conn, 5); err != nil {
+			return err
+		}
+	}
 	res.RunsPerSecond = float64(res.ReleaseRuns) / res.Seconds
 	res.CPUPerRunMs = cpuPerRun(res.CPUSeconds, res.ReleaseRuns)
 	res.WebhooksPerSec = float64(res.Webhooks) / res.Seconds
@@ -200,7 +208,24 @@ func runE2E(args []string) error {
 		fmt.Printf("; pgbench -N -c 8 -j 2 %.0f tps", res.PgbenchTPS)
 	}
 	fmt.Println()
+	for _, e := range res.Stuck {
+		fmt.Println("  needs an operator:", e)
+	}
 	return nil
+}
+
+// stuckEffects describes up to limit of the effects in dead_letter or reconciliation_required,
+// oldest first: id, type, status, attempts, when its delivery started and its last error.
+func stuckEffects(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, limit int) ([]string, error) {
+	rows, err := q.Query(ctx, `SELECT format('%s %s %s, attempt %s, delivery started %s: %s', id, effect_type, status, attempts,
+			coalesce(delivery_started_at::text, 'never'), coalesce(left(last_error, 300), 'no error recorded'))
+		FROM control_plane_outbox WHERE status IN ('dead_letter', 'reconciliation_required') ORDER BY id LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("effects needing an operator: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // sendPushes sends n signed release-tag pushes over repos repositories of installations

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestStuckEffects: a burst that leaves effects needing an operator names them, with their last
+// error, in its own output.
+func TestStuckEffects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
+		WITH s(tag, status, attempts, last_error) AS (VALUES ('v1', 'dead_letter', 10, '502 bad gateway'), ('v2', 'available', 0, NULL)),
+		r AS (
+			INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status)
+			SELECT 1, 1, 'refs/tags/' || tag, repeat('a', 40), 'release.yml', 'check_pending' FROM s RETURNING id, ref
+		)
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, release_run_id, installation_id, status, attempts, last_error)
+		SELECT 'github.check_run.create', 'github.check_run.create:' || r.id, '{}', r.id, 1, s.status, s.attempts, s.last_error
+		FROM r JOIN s ON r.ref = 'refs/tags/' || s.tag`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := stuckEffects(ctx, pool, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !strings.Contains(got[0], "github.check_run.create dead_letter, attempt 10, delivery started never: 502 bad gateway") {
+		t.Errorf("stuck effects %q, want the dead letter with its error", got)
+	}
+}
