@@ -3,8 +3,6 @@ package worker_test
 import (
 	"strings"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // The tag pushes of one batch create their runs in one set-based call (migration 00056) with
@@ -52,16 +50,7 @@ func TestTagPushesCreateRunsTogether(t *testing.T) {
 	}
 
 	// From here the worker's statements are logged.
-	log := &queryLog{}
-	cfg := b.pool.Config().Copy()
-	cfg.ConnConfig.Tracer = log
-	traced, err := pgxpool.NewWithConfig(b.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
-	b.pool = traced
-	b.withWorker(nil)
+	log := b.logQueries()
 
 	// One batch: three tag pushes, the first again, a branch push, then (after the suspension)
 	// two more tag pushes.
@@ -131,16 +120,7 @@ func TestTagPushesCreateRunsTogether(t *testing.T) {
 func TestTagPushesAloneWhenOneFails(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	log := &queryLog{}
-	cfg := b.pool.Config().Copy()
-	cfg.ConnConfig.Tracer = log
-	traced, err := pgxpool.NewWithConfig(b.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
-	b.pool = traced
-	b.withWorker(nil)
+	log := b.logQueries()
 
 	first := b.deliver(pushTag("v1.0.0", sha))
 	malformed := pushTag("v1.1.0", sha)

@@ -102,16 +102,7 @@ func TestWorkflowRunsFinishTogether(t *testing.T) {
 	}
 
 	// From here the worker's statements are logged.
-	log := &queryLog{}
-	cfg := b.pool.Config().Copy()
-	cfg.ConnConfig.Tracer = log
-	traced, err := pgxpool.NewWithConfig(b.ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(traced.Close)
-	b.pool = traced
-	b.withWorker(nil)
+	log := b.logQueries()
 
 	// One batch: four runs finish together, a redelivery of the first, an in-progress event of
 	// the fifth run.
@@ -164,6 +155,22 @@ func TestWorkflowRunsFinishTogether(t *testing.T) {
 		}
 		seen[tp] = true
 	}
+}
+
+// logQueries rebuilds the pool and the worker so that every query they send is logged.
+func (b *bundle) logQueries() *queryLog {
+	b.t.Helper()
+	log := &queryLog{}
+	cfg := b.pool.Config().Copy()
+	cfg.ConnConfig.Tracer = log
+	traced, err := pgxpool.NewWithConfig(b.ctx, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(traced.Close)
+	b.pool = traced
+	b.withWorker(nil)
+	return log
 }
 
 // queryLog records the SQL of every query a pool sends.

@@ -462,11 +462,7 @@ func (w *Worker) together(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs
 				finished, err = finisher.FinishAttempts(ctx, sp, js)
 				return err
 			}) {
-			for id, f := range finished {
-				a := out[id]
-				a.finished = &f
-				out[id] = a
-			}
+			keepAhead(out, finished, func(a *ahead, f *handler.Finish) { a.finished = f })
 		}
 	}
 	if creator, ok := w.handlers.(Creator); ok && len(pushes) >= 2 {
@@ -476,14 +472,19 @@ func (w *Worker) together(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs
 				created, err = creator.CreateRuns(ctx, sp, js)
 				return err
 			}) {
-			for id, r := range created {
-				a := out[id]
-				a.created = &r
-				out[id] = a
-			}
+			keepAhead(out, created, func(a *ahead, r *handler.Result) { a.created = r })
 		}
 	}
 	return out
+}
+
+// keepAhead records each job's result of a call made ahead in out, with set.
+func keepAhead[T any](out map[int64]ahead, results map[int64]T, set func(*ahead, *T)) {
+	for id, r := range results {
+		a := out[id]
+		set(&a, &r)
+		out[id] = a
+	}
 }
 
 // callAhead starts the spans of the picked jobs of batch and runs call on them under a savepoint
