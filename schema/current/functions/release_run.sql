@@ -727,30 +727,37 @@ CREATE FUNCTION public.boardreadyops_release_run_tell_pause(p_scope bigint, p_re
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 DECLARE
-    v_now    timestamptz := public.boardreadyops_clock_now(p_now);
-    v_count  integer := 0;
-    v_reason text;
-    r        record;
+    v_now     timestamptz := public.boardreadyops_clock_now(p_now);
+    v_runs    uuid[];
+    v_notices text[];
+    v_count   integer;
+    v_from    integer := 1;
+    v_n       integer;
 BEGIN
     -- The runs waiting for their workflow dispatch in the pause's scope that already have a
     -- check run (one range of release_runs_status_created_idx), in id order so that two pauses
-    -- lock them in the same order.
-    FOR r IN
-        SELECT x.id, x.installation_id FROM public.release_runs x
+    -- lock them in the same order; a resume skips the runs another pause (the global one, or the
+    -- installation's) still holds.
+    SELECT coalesce(array_agg(t.id ORDER BY t.id), '{}'), coalesce(array_agg(t.notice ORDER BY t.id), '{}')
+    INTO v_runs, v_notices
+    FROM (
+        SELECT x.id, p.reason,
+               CASE WHEN p.reason IS NULL
+                    THEN 'Workflow dispatches resumed: the release workflow is being started.'
+                    ELSE format('The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', p.reason)
+               END AS notice
+        FROM public.release_runs x
+        CROSS JOIN LATERAL (SELECT public.boardreadyops_outbox_dispatch_pause_reason(x.installation_id) AS reason) p
         WHERE x.status = 'dispatching' AND x.check_run_id IS NOT NULL
           AND (p_scope = 0 OR x.installation_id = p_scope)
-        ORDER BY x.id
-    LOOP
-        v_reason := public.boardreadyops_outbox_dispatch_pause_reason(r.installation_id);
-        IF p_resumed AND v_reason IS NOT NULL THEN
-            CONTINUE; -- another pause (the global one, or the installation's) still holds it
-        END IF;
-        PERFORM public.boardreadyops_release_run_enqueue_check_run(r.id, 'dispatching',
-            CASE WHEN v_reason IS NULL
-                 THEN 'Workflow dispatches resumed: the release workflow is being started.'
-                 ELSE format('The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', v_reason)
-            END, NULL, v_now);
-        v_count := v_count + 1;
+    ) t
+    WHERE NOT (p_resumed AND t.reason IS NOT NULL);
+    v_count := cardinality(v_runs);
+    WHILE v_from <= v_count LOOP
+        v_n := least(5000, v_count - v_from + 1);
+        PERFORM FROM public.boardreadyops_release_run_enqueue_check_runs(v_runs[v_from:v_from + v_n - 1],
+            array_fill('dispatching'::text, ARRAY[v_n]), v_notices[v_from:v_from + v_n - 1], array_fill(NULL::text, ARRAY[v_n]), v_now);
+        v_from := v_from + v_n;
     END LOOP;
     IF v_count > 0 THEN
         PERFORM pg_notify('boardreadyops_outbox', '');
