@@ -30,7 +30,15 @@ import (
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestMain removes the binaries built once per test process (115 MB; they piled up in the
+// temporary directory, one set per run).
+func TestMain(m *testing.M) {
+	pgtest.Main(m, func() {
+		if binDir != "" {
+			_ = os.RemoveAll(binDir)
+		}
+	})
+}
 
 const appID = 4343
 

@@ -54,9 +54,13 @@ var server struct {
 }
 
 // Main runs the package's tests and then drops what the harness created and stops the private
-// server, also when tests fail.
-func Main(m *testing.M) {
+// server, also when tests fail. The package's own cleanups run after the tests, before that:
+// what a test process builds once for all its tests (TestMain has no t.Cleanup).
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest: cleanup:", err)
 	}
