@@ -735,9 +735,15 @@ DECLARE
     v_n       integer;
 BEGIN
     -- The runs waiting for their workflow dispatch in the pause's scope that already have a
-    -- check run (one range of release_runs_status_created_idx), in id order so that two pauses
-    -- lock them in the same order; a resume skips the runs another pause (the global one, or the
-    -- installation's) still holds.
+    -- check run (one range of release_runs_status_created_idx), locked in id order so that two
+    -- pauses lock them in the same order, before the pauses are read: a pause or resume that
+    -- held some of them has committed by then, and the next statement sees it.
+    PERFORM FROM public.release_runs x
+    WHERE x.status = 'dispatching' AND x.check_run_id IS NOT NULL AND (p_scope = 0 OR x.installation_id = p_scope)
+    ORDER BY x.id
+    FOR UPDATE;
+    -- Each run's notice from the pauses now in force; a resume skips the runs another pause (the
+    -- global one, or the installation's) still holds.
     SELECT coalesce(array_agg(t.id ORDER BY t.id), '{}'), coalesce(array_agg(t.notice ORDER BY t.id), '{}')
     INTO v_runs, v_notices
     FROM (
@@ -747,11 +753,12 @@ BEGIN
                     ELSE format('The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', p.reason)
                END AS notice
         FROM public.release_runs x
-        CROSS JOIN LATERAL (SELECT public.boardreadyops_outbox_dispatch_pause_reason(x.installation_id) AS reason) p
+        -- OFFSET 0: the reason is read once per run, not once per use.
+        CROSS JOIN LATERAL (SELECT public.boardreadyops_outbox_dispatch_pause_reason(x.installation_id) AS reason OFFSET 0) p
         WHERE x.status = 'dispatching' AND x.check_run_id IS NOT NULL
           AND (p_scope = 0 OR x.installation_id = p_scope)
     ) t
-    WHERE NOT (p_resumed AND t.reason IS NOT NULL);
+    WHERE (p_resumed AND t.reason IS NOT NULL) IS NOT TRUE;
     v_count := cardinality(v_runs);
     WHILE v_from <= v_count LOOP
         v_n := least(5000, v_count - v_from + 1);
