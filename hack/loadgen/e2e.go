@@ -215,12 +215,16 @@ func runE2E(args []string) error {
 }
 
 // stuckEffects describes up to limit of the effects in dead_letter or reconciliation_required,
-// oldest first: id, type, status, attempts, when its delivery started and its last error.
+// oldest first: id, type, status, attempts, when a dispatch awaiting reconciliation started its
+// delivery, and the last error.
 func stuckEffects(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, limit int) ([]string, error) {
-	rows, err := q.Query(ctx, `SELECT format('%s %s %s, attempt %s, delivery started %s: %s', id, effect_type, status, attempts,
-			coalesce(delivery_started_at::text, 'never'), coalesce(left(last_error, 300), 'no error recorded'))
+	// A dead letter's delivery start is cleared on every retry; a dispatch awaiting reconciliation
+	// keeps the one that makes its outcome unknown.
+	rows, err := q.Query(ctx, `SELECT format('%s %s %s, attempt %s%s: %s', id, effect_type, status, attempts,
+			CASE WHEN status = 'reconciliation_required' THEN ', delivery started ' || coalesce(delivery_started_at::text, 'never') ELSE '' END,
+			coalesce(left(last_error, 300), 'no error recorded'))
 		FROM control_plane_outbox WHERE status IN ('dead_letter', 'reconciliation_required') ORDER BY id LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("effects needing an operator: %w", err)

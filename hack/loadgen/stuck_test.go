@@ -33,7 +33,7 @@ func TestStuckEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 1 || !strings.Contains(got[0], "github.check_run.create dead_letter, attempt 10, delivery started never: 502 bad gateway") {
+	if len(got) != 1 || !strings.Contains(got[0], "github.check_run.create dead_letter, attempt 10: 502 bad gateway") {
 		t.Errorf("stuck effects %q, want the dead letter with its error", got)
 	}
 }

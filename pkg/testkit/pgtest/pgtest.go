@@ -55,11 +55,19 @@ var server struct {
 
 // Main runs the package's tests and then drops what the harness created and stops the private
 // server, also when tests fail. The package's own cleanups run after the tests, before that:
-// what a test process builds once for all its tests (TestMain has no t.Cleanup).
+// what a test process builds once for all its tests (TestMain has no t.Cleanup). Neither runs when
+// the process dies inside m.Run (a panic, -timeout, a signal).
 func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
 	for _, c := range cleanups {
-		c()
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					fmt.Fprintln(os.Stderr, "pgtest: a package cleanup panicked:", p)
+				}
+			}()
+			c()
+		}()
 	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintln(os.Stderr, "pgtest: cleanup:", err)
