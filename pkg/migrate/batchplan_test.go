@@ -337,24 +337,7 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 	}
 	// Each batch enqueues its eight check-run updates with one call (migration 00055), not one
 	// call per run: 10 calls for the dispatch and finish batches' 80 runs.
-	calls := map[string]int{}
-	rows, err := tx.Query(ctx, `SELECT funcname, calls FROM pg_stat_xact_user_functions
-		WHERE funcname LIKE 'boardreadyops_release_run_enqueue_check_run%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		var n int
-		if err := rows.Scan(&name, &n); err != nil {
-			t.Fatal(err)
-		}
-		calls[name] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if want := map[string]int{"boardreadyops_release_run_enqueue_check_runs": 10}; !maps.Equal(calls, want) {
+	if calls, want := checkRunUpdateCalls(t, tx), map[string]int{"boardreadyops_release_run_enqueue_check_runs": 10}; !maps.Equal(calls, want) {
 		t.Errorf("check-run update calls %v, want %v", calls, want)
 	}
 	for _, batch := range batches {
@@ -552,64 +535,5 @@ func TestPushBatchPlannedOnce(t *testing.T) {
 		if most := 5 * 8 * 6; read[table] > most {
 			t.Errorf("5 batches of 8 pushes read %d rows of %s (5,000 repositories, 5,080 runs), want at most %d", read[table], table, most)
 		}
-	}
-}
-
-// TestPauseToldInSets: a dispatch pause is told on the check runs it holds with set-based calls
-// of at most 5,000 runs (migration 00057), never one call per run: 5,001 waiting runs are two
-// calls, each run gets its notice, and the count says so.
-func TestPauseToldInSets(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	pool := pgtest.NewPool(t)
-	if _, err := pool.Exec(ctx, `
-		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'org-1', 'Organization');
-		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'org-1/repo-1');
-		WITH r AS (
-			INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, check_run_id)
-			SELECT 1, 1, 'refs/tags/v' || g, repeat('a', 40), 'release.yml', 'dispatching', 1000 + g FROM generate_series(1, 5001) g
-			RETURNING id
-		)
-		INSERT INTO execution_attempts (release_run_id, number, status) SELECT id, 1, 'dispatching' FROM r;
-		INSERT INTO dispatch_pauses (installation_id, operator, reason, paused_at) VALUES (0, 'alice', 'GitHub incident', now())`); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `SET LOCAL track_functions = 'all'`); err != nil {
-		t.Fatal(err)
-	}
-	var told int
-	if err := tx.QueryRow(ctx, `SELECT boardreadyops_release_run_tell_pause(0, false)`).Scan(&told); err != nil || told != 5001 {
-		t.Fatalf("told %d runs (%v), want 5001", told, err)
-	}
-	calls := map[string]int{}
-	rows, err := tx.Query(ctx, `SELECT funcname, calls FROM pg_stat_xact_user_functions
-		WHERE funcname LIKE 'boardreadyops_release_run_enqueue_check_run%'`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var name string
-		var n int
-		if err := rows.Scan(&name, &n); err != nil {
-			t.Fatal(err)
-		}
-		calls[name] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if want := map[string]int{"boardreadyops_release_run_enqueue_check_runs": 2}; !maps.Equal(calls, want) {
-		t.Errorf("check-run update calls %v, want %v", calls, want)
-	}
-	var notices int
-	if err := tx.QueryRow(ctx, `SELECT count(DISTINCT release_run_id) FROM control_plane_outbox
-		WHERE effect_type = 'github.check_run.complete' AND payload->>'state' = 'dispatching'
-		  AND payload->>'notice' = 'The release is paused: an operator paused workflow dispatches (GitHub incident). The release workflow starts when they resume.'`).Scan(&notices); err != nil || notices != 5001 {
-		t.Errorf("%d runs told of the pause (%v), want 5001", notices, err)
 	}
 }

@@ -139,22 +139,33 @@ func TestWorkflowRunsFinishTogether(t *testing.T) {
 		t.Errorf("run of the in-progress event: %s / %s, want running", r, a)
 	}
 	// Each update carries its own job's span (the delivery's trace, not the delivery's span).
-	rows, err := b.pool.Query(b.ctx, `SELECT traceparent FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'
+	b.ownJobSpans(`SELECT traceparent FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'
 		AND payload->>'state' = 'succeeded'`)
+}
+
+// ownJobSpans checks the traceparents query returns: each under the delivery's trace, with a
+// span of its own job's (not the delivery's, nor another job's). It returns how many it read.
+func (b *bundle) ownJobSpans(query string) int {
+	b.t.Helper()
+	rows, err := b.pool.Query(b.ctx, query)
 	if err != nil {
-		t.Fatal(err)
+		b.t.Fatal(err)
 	}
 	seen := map[string]bool{}
 	for rows.Next() {
 		var tp string
 		if err := rows.Scan(&tp); err != nil {
-			t.Fatal(err)
+			b.t.Fatal(err)
 		}
 		if !strings.HasPrefix(tp, "00-4bf92f3577b34da6a3ce929d0e0e4736-") || strings.Contains(tp, "-00f067aa0ba902b7-") || seen[tp] {
-			t.Errorf("check-run update traceparent %s: want the delivery's trace under a span of its own job", tp)
+			b.t.Errorf("traceparent %s: want the delivery's trace under a span of its own job", tp)
 		}
 		seen[tp] = true
 	}
+	if err := rows.Err(); err != nil {
+		b.t.Fatal(err)
+	}
+	return len(seen)
 }
 
 // logQueries rebuilds the pool and the worker so that every query they send is logged.
