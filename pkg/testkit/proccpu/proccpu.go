@@ -1,7 +1,8 @@
 // Package proccpu reads the CPU time of processes on this machine from /proc, for the benchmarks
 // and load tools that report CPU per unit of work: this process, any process by pid, and a local
 // PostgreSQL server as a whole (its postmaster, the live backends and the exited ones it waited
-// for). Linux only; elsewhere every reading reports false.
+// for). It also reads how long their threads waited on the run queue, ready to run while every
+// core was busy (RunQueue, ServerRunQueue). Linux only; elsewhere every reading reports false.
 package proccpu
 
 import (
@@ -93,4 +94,57 @@ func Server(postmaster int) (float64, bool) {
 // session's backend, from SELECT pg_backend_pid()), or -1 when the server is not on this machine.
 func Postmaster(backendPID int) int {
 	return Parent(strconv.Itoa(backendPID))
+}
+
+// RunQueue returns the seconds a process's threads (every one, "self" for this process) have
+// spent ready to run but waiting for a core, from /proc/<pid>/task/*/schedstat (its second field,
+// run_delay in nanoseconds; the kernel keeps it with CONFIG_SCHED_INFO). Threads that exited are
+// not counted, so read it over the life of long-lived threads.
+func RunQueue(pid string) (float64, bool) {
+	tasks, err := os.ReadDir(filepath.Join("/proc", pid, "task"))
+	if err != nil {
+		return 0, false
+	}
+	total, read := 0.0, false
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", pid, "task", t.Name(), "schedstat"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		f := strings.Fields(string(b))
+		if len(f) < 2 {
+			continue
+		}
+		ns, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			continue
+		}
+		total += ns / 1e9
+		read = true
+	}
+	return total, read
+}
+
+// ServerRunQueue is RunQueue for a PostgreSQL server: its postmaster and its live children.
+// Backends that exited between two readings are not counted (a pooled load keeps its backends).
+func ServerRunQueue(postmaster int) (float64, bool) {
+	if postmaster <= 0 {
+		return 0, false
+	}
+	total, ok := RunQueue(strconv.Itoa(postmaster))
+	if !ok {
+		return 0, false
+	}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		if Parent(e.Name()) == postmaster {
+			if v, ok := RunQueue(e.Name()); ok {
+				total += v
+			}
+		}
+	}
+	return total, true
 }

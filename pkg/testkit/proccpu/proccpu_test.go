@@ -3,8 +3,11 @@ package proccpu_test
 import (
 	"context"
 	"os"
+	"os/exec"
+	"runtime"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/pkg/testkit/proccpu"
@@ -56,7 +59,49 @@ func TestServer(t *testing.T) {
 	if !ok || !ok2 || total < own {
 		t.Errorf("server CPU %v (%v), its backend's %v (%v)", total, ok, own, ok2)
 	}
+	if _, ok := proccpu.ServerRunQueue(postmaster); !ok {
+		t.Error("no run-queue reading for the test server")
+	}
 	if _, ok := proccpu.Server(0); ok {
+		t.Error("a reading without a postmaster")
+	}
+}
+
+// More busy processes than cores wait for them in turn: their run-queue readings grow.
+func TestRunQueue(t *testing.T) {
+	t.Parallel()
+	if _, ok := proccpu.RunQueue("self"); !ok {
+		t.Skip("no /proc/self/task/*/schedstat: a kernel without CONFIG_SCHED_INFO")
+	}
+	var pids []string
+	for range runtime.NumCPU() + 1 {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		pids = append(pids, strconv.Itoa(cmd.Process.Pid))
+	}
+	waited := func() float64 {
+		sum := 0.0
+		for _, pid := range pids {
+			v, ok := proccpu.RunQueue(pid)
+			if !ok {
+				t.Fatalf("no run-queue reading for busy process %s", pid)
+			}
+			sum += v
+		}
+		return sum
+	}
+	for deadline := time.Now().Add(10 * time.Second); waited() < 0.01; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d busy processes on %d cores waited %v s on the run queue in 10 s", len(pids), runtime.NumCPU(), waited())
+		}
+	}
+	if _, ok := proccpu.RunQueue("-1"); ok {
+		t.Error("a reading for a process that does not exist")
+	}
+	if _, ok := proccpu.ServerRunQueue(0); ok {
 		t.Error("a reading without a postmaster")
 	}
 }
