@@ -36,6 +36,47 @@ func cpuSeconds(spec string, postmaster int) map[string]float64 {
 	return out
 }
 
+// runQueueSeconds reports, like cpuSeconds, how long each process's threads have waited on the run
+// queue so far: ready to run while every core was busy (proccpu.RunQueue). PostgreSQL's is its
+// postmaster's and live backends'. Callers subtract a snapshot taken when the load starts.
+func runQueueSeconds(spec string, postmaster int) map[string]float64 {
+	out := map[string]float64{}
+	for _, kv := range strings.Split(spec, ",") {
+		name, pid, ok := strings.Cut(kv, "=")
+		if !ok {
+			continue
+		}
+		if v, ok := proccpu.RunQueue(pid); ok {
+			out[name] = v
+		}
+	}
+	if v, ok := proccpu.RunQueue("self"); ok {
+		out["loadgen"] = v
+	}
+	if v, ok := proccpu.ServerRunQueue(postmaster); ok {
+		out["postgres"] = v
+	}
+	return out
+}
+
+// formatRunQueue renders each process's run-queue wait per second of its CPU: how much longer
+// than its CPU time its work took for want of a free core. On a saturated machine every latency
+// of the load (a claim, a commit) is stretched by about 1 + this ratio.
+func formatRunQueue(wait, cpu map[string]float64) string {
+	names := make([]string, 0, len(wait))
+	for n := range wait {
+		if cpu[n] > 0 {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	parts := make([]string, 0, len(names))
+	for _, n := range names {
+		parts = append(parts, fmt.Sprintf("%s %.2f", n, wait[n]/cpu[n]))
+	}
+	return strings.Join(parts, ", ")
+}
+
 // cpuSince subtracts an earlier snapshot. A backend that exited between the snapshots moves
 // from the live processes to its postmaster's children, so the total is still right.
 func cpuSince(now, then map[string]float64) map[string]float64 {

@@ -32,3 +32,14 @@ func TestPostgresPerServiceCPU(t *testing.T) {
 		t.Fatalf("formatCPU: %s", s)
 	}
 }
+
+// Each process's wait for a core is shown per second of its CPU, by name; one without CPU is left
+// out rather than divided by zero.
+func TestFormatRunQueue(t *testing.T) {
+	t.Parallel()
+	wait := map[string]float64{"postgres": 90, "ingest": 10, "loadgen": 1}
+	cpu := map[string]float64{"postgres": 100, "ingest": 20, "loadgen": 0}
+	if got, want := formatRunQueue(wait, cpu), "ingest 0.50, postgres 0.90"; got != want {
+		t.Fatalf("formatRunQueue = %q, want %q", got, want)
+	}
+}

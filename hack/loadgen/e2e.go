@@ -43,6 +43,8 @@ type e2eResult struct {
 	PeakRSSMiB      map[string]float64 `json:"peak_rss_mib"`
 	CPUSeconds      map[string]float64 `json:"cpu_seconds"`
 	CPUPerRunMs     map[string]float64 `json:"cpu_ms_per_run"`
+	// RunQueueSeconds is how long each process waited for a core (proccpu.RunQueue).
+	RunQueueSeconds map[string]float64 `json:"run_queue_seconds"`
 	PgbenchTPS      float64            `json:"pgbench_tps,omitempty"`
 	NotTerminal     int                `json:"release_runs_not_terminal"`
 	ExactlyOnceFail int                `json:"attempts_with_other_than_one_dispatch"`
@@ -92,7 +94,7 @@ func runE2E(args []string) error {
 	if err != nil {
 		return err
 	}
-	cpuAtStart := cpuSeconds(*pids, postmaster)
+	cpuAtStart, waitAtStart := cpuSeconds(*pids, postmaster), runQueueSeconds(*pids, postmaster)
 	start := time.Now()
 	failures := sendPushes(ctx, *ingestURL, secret, *runs, *repos, *installations, *rate, *concurrency)
 	// Wait until every release run is finished and every effect delivered.
@@ -111,22 +113,28 @@ func runE2E(args []string) error {
 	// blocked, rather than at the timeout, and says how many effects need an operator.
 	for {
 		var terminal, blocked, open int
-		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
+		// Its own deadline: at the timeout it still has to say how far the load got.
+		qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		err := conn.QueryRow(qctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
 			(SELECT count(*) FROM release_runs WHERE status = 'blocked'),
-			(SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased'))`).Scan(&terminal, &blocked, &open); err != nil {
+			(SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased'))`).Scan(&terminal, &blocked, &open)
+		qcancel()
+		if err != nil {
 			return err
 		}
 		if terminal+blocked >= *runs-int(failures) && open == 0 {
 			break
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("not finished after %v: %d of %d release runs terminal, %d effects open", *timeout, terminal, *runs, open)
+			return fmt.Errorf("not finished after %v: %d of %d release runs terminal, %d blocked, %d effects open (%s)",
+				*timeout, terminal, *runs, blocked, open, openEffects(conn))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	res.Seconds = time.Since(start).Seconds()
 	// Before the latency queries below, which are heavy and would count as PostgreSQL's load.
 	res.CPUSeconds = cpuSince(cpuSeconds(*pids, postmaster), cpuAtStart)
+	res.RunQueueSeconds = cpuSince(runQueueSeconds(*pids, postmaster), waitAtStart)
 	res.PushFailures = failures
 	if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM release_runs), (SELECT count(*) FROM webhook_inbox),
 		(SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'),
@@ -202,6 +210,9 @@ func runE2E(args []string) error {
 	fmt.Printf("dispatcher claim latency p50 <= %.1f ms, p99 <= %.1f ms; peak RSS MiB %v\n", res.ClaimP50ms, res.ClaimP99ms, res.PeakRSSMiB)
 	fmt.Printf("per claim, empty claims included: %.1f effects (dispatcher), %.1f jobs (lifecycle)\n", res.EffectsPerClaim, res.JobsPerClaim)
 	fmt.Printf("CPU seconds used %s\n", formatCPU(res.CPUSeconds, res.Seconds, res.ReleaseRuns))
+	if len(res.RunQueueSeconds) > 0 {
+		fmt.Printf("waiting for a core, seconds per CPU second: %s\n", formatRunQueue(res.RunQueueSeconds, res.CPUSeconds))
+	}
 	fmt.Printf("not terminal %d (effects needing an operator %d), attempts without exactly one completed dispatch %d",
 		res.NotTerminal, res.NeedOperator, res.ExactlyOnceFail)
 	if res.PgbenchTPS > 0 {
@@ -230,6 +241,29 @@ func stuckEffects(ctx context.Context, q interface {
 		return nil, fmt.Errorf("effects needing an operator: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// openEffects describes what a load that did not finish left: its unfinished runs by status, its
+// open effects by type and status, and the oldest open effect (attempts, when it is due, its
+// lease, its last error), for the report of a timeout.
+func openEffects(conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out string
+	err := conn.QueryRow(ctx, `SELECT concat_ws('; ',
+		'runs ' || (SELECT string_agg(status || ' ' || n, ', ' ORDER BY status) FROM (SELECT status, count(*) AS n FROM release_runs
+			WHERE status NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY status) r),
+		'effects ' || (SELECT string_agg(effect_type || ' ' || status || ' ' || n, ', ' ORDER BY effect_type, status) FROM (SELECT effect_type, status, count(*) AS n
+			FROM control_plane_outbox WHERE status IN ('available', 'leased') GROUP BY effect_type, status) e),
+		(SELECT format('oldest open: %s %s %s, attempt %s, due %s, lease until %s: %s', id, effect_type, status, attempts, available_at,
+			coalesce(lease_expires_at::text, 'none'), coalesce(left(last_error, 300), 'no error recorded'))
+		FROM control_plane_outbox WHERE status IN ('available', 'leased') ORDER BY id LIMIT 1))`).Scan(&out)
+	if err != nil {
+		return "open effects not read: " + err.Error()
+	}
+	return out
 }
 
 // sendPushes sends n signed release-tag pushes over repos repositories of installations

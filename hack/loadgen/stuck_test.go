@@ -36,4 +36,12 @@ func TestStuckEffects(t *testing.T) {
 	if len(got) != 1 || !strings.Contains(got[0], "github.check_run.create dead_letter, attempt 10: 502 bad gateway") {
 		t.Errorf("stuck effects %q, want the dead letter with its error", got)
 	}
+	// A load that times out says what it left open.
+	open := openEffects(pool)
+	for _, want := range []string{"runs check_pending 2", "effects github.check_run.create available 1",
+		"oldest open: ", "github.check_run.create available, attempt 0", "lease until none: no error recorded"} {
+		if !strings.Contains(open, want) {
+			t.Errorf("open effects %q, want %q in it", open, want)
+		}
+	}
 }
