@@ -22,6 +22,9 @@
 # E2E_DISPATCHER_CONCURRENCY (64), E2E_DISPATCHER_BATCH (64) and E2E_LIFECYCLE_CONCURRENCY (4) set
 # the services' batching; the load tool prints what it bought, effects and jobs per claim.
 # E2E_SIM_SENDERS (32) is how many webhooks the simulator sends at once (8 before 2026-12-05).
+# E2E_INGEST_CONNS (16), E2E_LIFECYCLE_CONNS (8) and E2E_DISPATCHER_CONNS (16) size the services'
+# database pools (BOARDREADYOPS_DB_MAX_CONNS). KEEP_LOGS=dir keeps the logs and the services'
+# metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.
 runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
 while (($#)); do
 	case "$1" in
@@ -59,11 +62,11 @@ export LOG_LEVEL=warn DATABASE_URL=$services_db BOARDREADYOPS_LISTEN=$([[ $liste
 bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
 	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --webhook-senders "${E2E_SIM_SENDERS:-32}" >"$work/githubsim.log" 2>&1 &
 pids+=($!); githubsim_pid=$!
-LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=16 bin/ingest >"$work/ingest.log" 2>&1 &
+LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=${E2E_INGEST_CONNS:-16} bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!
-METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=8 BOARDREADYOPS_LIFECYCLE_CONCURRENCY=${E2E_LIFECYCLE_CONCURRENCY:-4} bin/lifecycle >"$work/lifecycle.log" 2>&1 &
+METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=${E2E_LIFECYCLE_CONNS:-8} BOARDREADYOPS_LIFECYCLE_CONCURRENCY=${E2E_LIFECYCLE_CONCURRENCY:-4} bin/lifecycle >"$work/lifecycle.log" 2>&1 &
 pids+=($!); lifecycle_pid=$!
-METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=16 BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
+METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-16} BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
 	BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
 pids+=($!); dispatcher_pid=$!
 for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
@@ -71,12 +74,15 @@ for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
-	--pgbench-database-url "$pgbench_db" ${LOADGEN_JSON:+--json}
-pg_wal_stats
-grep -h 'level=ERROR' "$work"/*.log | head -5 || true
-pg_top_statements true
-pg_top_statements false
+	--pgbench-database-url "$pgbench_db" ${LOADGEN_JSON:+--json} || status=$?
+# KEEP_LOGS=dir keeps the services' and the server's logs and metrics, of a burst that did not
+# finish too: it is the one whose logs are needed.
 if [[ -n "${KEEP_LOGS:-}" ]]; then
 	mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/
 	for p in 19291 19292 19293; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done
 fi
+grep -h 'level=ERROR' "$work"/*.log | head -5 || true
+if [[ -n "${status:-}" ]]; then exit "$status"; fi
+pg_wal_stats
+pg_top_statements true
+pg_top_statements false
