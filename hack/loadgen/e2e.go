@@ -115,9 +115,14 @@ func runE2E(args []string) error {
 		var terminal, blocked, open int
 		// Its own deadline: at the timeout it still has to say how far the load got.
 		qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Each count through a partial index (the finished runs', the claim and the lease
+		// index): counting open effects with status IN ('available', 'leased') scanned the whole
+		// outbox, 0.46 s and 78,600 buffers a call at the end of a 50,000-run burst, counted in
+		// PostgreSQL's CPU and the burst's time.
 		err := conn.QueryRow(qctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
 			(SELECT count(*) FROM release_runs WHERE status = 'blocked'),
-			(SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased'))`).Scan(&terminal, &blocked, &open)
+			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available')
+				+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased')`).Scan(&terminal, &blocked, &open)
 		qcancel()
 		if err != nil {
 			return err
