@@ -71,6 +71,7 @@ METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-
 pids+=($!); dispatcher_pid=$!
 for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 
+status=0
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
@@ -78,11 +79,17 @@ bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work
 # KEEP_LOGS=dir keeps the services' and the server's logs and metrics, of a burst that did not
 # finish too: it is the one whose logs are needed.
 if [[ -n "${KEEP_LOGS:-}" ]]; then
-	mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/
+	{ mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/; } || echo "KEEP_LOGS: the logs were not copied to $KEEP_LOGS" >&2
 	for p in 19291 19292 19293; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done
 fi
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
-if [[ -n "${status:-}" ]]; then exit "$status"; fi
+if ((status)); then
+	# What the server can still tell, without hiding the load tool's status.
+	pg_wal_stats || true
+	pg_top_statements true || true
+	pg_top_statements false || true
+	exit "$status"
+fi
 pg_wal_stats
 pg_top_statements true
 pg_top_statements false

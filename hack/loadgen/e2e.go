@@ -216,7 +216,8 @@ func runE2E(args []string) error {
 	fmt.Printf("per claim, empty claims included: %.1f effects (dispatcher), %.1f jobs (lifecycle)\n", res.EffectsPerClaim, res.JobsPerClaim)
 	fmt.Printf("CPU seconds used %s\n", formatCPU(res.CPUSeconds, res.Seconds, res.ReleaseRuns))
 	if len(res.RunQueueSeconds) > 0 {
-		fmt.Printf("waiting for a core, seconds per CPU second: %s\n", formatRunQueue(res.RunQueueSeconds, res.CPUSeconds))
+		fmt.Printf("waiting for a core, seconds per CPU second (PostgreSQL: live backends, a lower bound): %s\n",
+			formatRunQueue(res.RunQueueSeconds, res.CPUSeconds))
 	}
 	fmt.Printf("not terminal %d (effects needing an operator %d), attempts without exactly one completed dispatch %d",
 		res.NotTerminal, res.NeedOperator, res.ExactlyOnceFail)

@@ -125,8 +125,10 @@ func RunQueue(pid string) (float64, bool) {
 	return total, read
 }
 
-// ServerRunQueue is RunQueue for a PostgreSQL server: its postmaster and its live children.
-// Backends that exited between two readings are not counted (a pooled load keeps its backends).
+// ServerRunQueue is RunQueue for a PostgreSQL server: its postmaster and its live children. A
+// process that exits between two readings takes its wait with it (unlike its CPU, which its
+// postmaster collects), so the difference of two readings is a lower bound: close for a pooled
+// load, whose backends live through it, and low by what exited workers (autovacuum's) waited.
 func ServerRunQueue(postmaster int) (float64, bool) {
 	if postmaster <= 0 {
 		return 0, false
