@@ -12,48 +12,33 @@ import (
 // postmaster, its live children and the exited backends it waited for. Other PostgreSQL servers
 // on the machine are not counted. Callers subtract a snapshot taken when the load starts.
 func cpuSeconds(spec string, postmaster int) map[string]float64 {
-	out := map[string]float64{}
-	for _, kv := range strings.Split(spec, ",") {
-		name, pid, ok := strings.Cut(kv, "=")
-		if !ok {
-			continue
-		}
-		if v, ok := proccpu.Process(pid, false); ok {
-			out[name] = v
-		}
-	}
-	if v, ok := proccpu.Process("self", false); ok {
-		out["loadgen"] = v
-	}
-	if postmaster <= 0 {
-		return out
-	}
-	pg, ok := proccpu.Server(postmaster)
-	if !ok {
-		return out
-	}
-	out["postgres"] = pg
-	return out
+	return perProcess(spec, postmaster, func(pid string) (float64, bool) { return proccpu.Process(pid, false) }, proccpu.Server)
 }
 
 // runQueueSeconds reports, like cpuSeconds, how long each process's threads have waited on the run
 // queue so far: ready to run while every core was busy (proccpu.RunQueue). PostgreSQL's is its
 // postmaster's and live backends'. Callers subtract a snapshot taken when the load starts.
 func runQueueSeconds(spec string, postmaster int) map[string]float64 {
+	return perProcess(spec, postmaster, proccpu.RunQueue, proccpu.ServerRunQueue)
+}
+
+// perProcess reads one figure of each name=pid of spec, of this process ("loadgen") and of the
+// PostgreSQL server behind postmaster ("postgres"); what cannot be read is left out.
+func perProcess(spec string, postmaster int, read func(pid string) (float64, bool), server func(postmaster int) (float64, bool)) map[string]float64 {
 	out := map[string]float64{}
 	for _, kv := range strings.Split(spec, ",") {
 		name, pid, ok := strings.Cut(kv, "=")
 		if !ok {
 			continue
 		}
-		if v, ok := proccpu.RunQueue(pid); ok {
+		if v, ok := read(pid); ok {
 			out[name] = v
 		}
 	}
-	if v, ok := proccpu.RunQueue("self"); ok {
+	if v, ok := read("self"); ok {
 		out["loadgen"] = v
 	}
-	if v, ok := proccpu.ServerRunQueue(postmaster); ok {
+	if v, ok := server(postmaster); ok {
 		out["postgres"] = v
 	}
 	return out

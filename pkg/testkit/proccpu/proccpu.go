@@ -69,10 +69,16 @@ func Parent(pid string) int {
 // moves from the live processes to the postmaster's children, so a difference stays right).
 // Other servers on the machine are not counted.
 func Server(postmaster int) (float64, bool) {
+	return server(postmaster, func(pid string) (float64, bool) { return Process(pid, true) },
+		func(pid string) (float64, bool) { return Process(pid, false) })
+}
+
+// server sums a reading over a postmaster (own) and its live children (child).
+func server(postmaster int, own, child func(pid string) (float64, bool)) (float64, bool) {
 	if postmaster <= 0 {
 		return 0, false
 	}
-	total, ok := Process(strconv.Itoa(postmaster), true)
+	total, ok := own(strconv.Itoa(postmaster))
 	if !ok {
 		return 0, false
 	}
@@ -82,7 +88,7 @@ func Server(postmaster int) (float64, bool) {
 			continue
 		}
 		if Parent(e.Name()) == postmaster {
-			if v, ok := Process(e.Name(), false); ok {
+			if v, ok := child(e.Name()); ok {
 				total += v
 			}
 		}
@@ -129,24 +135,4 @@ func RunQueue(pid string) (float64, bool) {
 // process that exits between two readings takes its wait with it (unlike its CPU, which its
 // postmaster collects), so the difference of two readings is a lower bound: close for a pooled
 // load, whose backends live through it, and low by what exited workers (autovacuum's) waited.
-func ServerRunQueue(postmaster int) (float64, bool) {
-	if postmaster <= 0 {
-		return 0, false
-	}
-	total, ok := RunQueue(strconv.Itoa(postmaster))
-	if !ok {
-		return 0, false
-	}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if _, err := strconv.Atoi(e.Name()); err != nil {
-			continue
-		}
-		if Parent(e.Name()) == postmaster {
-			if v, ok := RunQueue(e.Name()); ok {
-				total += v
-			}
-		}
-	}
-	return total, true
-}
+func ServerRunQueue(postmaster int) (float64, bool) { return server(postmaster, RunQueue, RunQueue) }
