@@ -203,7 +203,7 @@ BEGIN
     SET status = e.next_status,
         available_at = CASE WHEN e.next_status = 'available' THEN v_now ELSE j.available_at END,
         lease_owner = NULL, lease_expires_at = NULL,
-        last_error = left(format('lease of worker %s expired at %s; %s', e.lease_owner, j.lease_expires_at,
+        last_error = left(format('lease of worker %s expired at %s; %s', e.lease_owner, to_char(j.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                                  CASE e.next_status WHEN 'dead_letter'
                                       THEN format('attempts exhausted (%s of %s)', j.attempts, j.max_attempts)
                                       ELSE 'returned to the queue' END), 4096),

@@ -1333,9 +1333,9 @@ BEGIN
                       THEN jsonb_build_object('resolution', 'superseded', 'superseded_by', e.newer) ELSE o.result END,
         lease_owner = NULL, lease_expires_at = NULL,
         last_error = left(format('lease of worker %s expired at %s%s; %s',
-                                 e.lease_owner, o.lease_expires_at,
+                                 e.lease_owner, to_char(o.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
                                  CASE WHEN o.delivery_started_at IS NOT NULL
-                                      THEN format(' after delivery started at %s', o.delivery_started_at) ELSE '' END,
+                                      THEN format(' after delivery started at %s', to_char(o.delivery_started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')) ELSE '' END,
                                  CASE e.next_status
                                       WHEN 'reconciliation_required' THEN 'the dispatch may have reached GitHub'
                                       WHEN 'completed' THEN format('superseded by the newer check-run update %s, not sent again', e.newer)
