@@ -71,6 +71,7 @@ func runE2E(args []string) error {
 	pids := fs.String("pids", "", "name=pid,… of the services whose peak RSS to report")
 	pgbenchURL := fs.String("pgbench-database-url", "", "when set, pgbench -N -c 8 -j 2 on this database after the run")
 	timeout := fs.Duration("timeout", 20*time.Minute, "give up after this long")
+	stall := fs.Duration("stall", 3*time.Minute, "give up when no release run has finished for this long")
 	jsonOut := fs.Bool("json", false, "print JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -104,37 +105,20 @@ func runE2E(args []string) error {
 	// would otherwise be a few per cent of PostgreSQL's CPU, growing with the tables. The
 	// database has the last word below.
 	if *dispatcherMetrics != "" {
-		for ctx.Err() == nil && scrapeCounter(*dispatcherMetrics, completedCheckRuns) < float64(*runs-int(failures)) {
+		last, progressed := -1.0, time.Now()
+		for ctx.Err() == nil && time.Since(progressed) < *stall {
+			c := scrapeCounter(*dispatcherMetrics, completedCheckRuns)
+			if c >= float64(*runs-int(failures)) {
+				break
+			}
+			if c > last {
+				last, progressed = c, time.Now()
+			}
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	// A run blocked on an effect that needs an operator (a dispatch that may have been delivered
-	// goes to reconciliation) never becomes terminal: the load ends when every run is terminal or
-	// blocked, rather than at the timeout, and says how many effects need an operator.
-	for {
-		var terminal, blocked, open int
-		// Its own deadline: at the timeout it still has to say how far the load got.
-		qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		// Each count through a partial index (the finished runs', the claim and the lease
-		// index): counting open effects with status IN ('available', 'leased') scanned the whole
-		// outbox, 0.46 s and 78,600 buffers a call at the end of a 50,000-run burst, counted in
-		// PostgreSQL's CPU and the burst's time.
-		err := conn.QueryRow(qctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
-			(SELECT count(*) FROM release_runs WHERE status = 'blocked'),
-			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available')
-				+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased')`).Scan(&terminal, &blocked, &open)
-		qcancel()
-		if err != nil {
-			return err
-		}
-		if terminal+blocked >= *runs-int(failures) && open == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("not finished after %v: %d of %d release runs terminal, %d blocked, %d effects open (%s)",
-				*timeout, terminal, *runs, blocked, open, openEffects(conn))
-		}
-		time.Sleep(200 * time.Millisecond)
+	if err := waitFinished(ctx, conn, *runs-int(failures), *stall, 200*time.Millisecond); err != nil {
+		return err
 	}
 	res.Seconds = time.Since(start).Seconds()
 	// Before the latency queries below, which are heavy and would count as PostgreSQL's load.
@@ -247,6 +231,53 @@ func stuckEffects(ctx context.Context, q interface {
 		return nil, fmt.Errorf("effects needing an operator: %w", err)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// waitFinished waits until want release runs are terminal or blocked and no effect is open: a run
+// blocked on an effect that needs an operator (a dispatch that may have been delivered goes to
+// reconciliation) never becomes terminal, so the load ends then rather than at the timeout, and
+// says how many effects need an operator. It gives up, naming what was left open, when ctx ends
+// or when no run has finished for stall: a burst that stopped moving (a lost webhook leaves its
+// run running for good) is reported then, not at the timeout.
+func waitFinished(ctx context.Context, conn interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}, want int, stall, poll time.Duration) error {
+	last, progressed := -1, time.Now()
+	for {
+		var terminal, blocked, open int
+		// Its own deadline: at the timeout it still has to say how far the load got.
+		qctx, qcancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		// Each count through a partial index (the finished runs', the claim and the lease
+		// index): counting open effects with status IN ('available', 'leased') scanned the whole
+		// outbox, 0.46 s and 78,600 buffers a call at the end of a 50,000-run burst, counted in
+		// PostgreSQL's CPU and the burst's time.
+		err := conn.QueryRow(qctx, `SELECT (SELECT count(*) FROM release_runs WHERE status IN ('succeeded', 'failed', 'cancelled')),
+			(SELECT count(*) FROM release_runs WHERE status = 'blocked'),
+			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available')
+				+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased')`).Scan(&terminal, &blocked, &open)
+		qcancel()
+		if err != nil {
+			return err
+		}
+		if terminal+blocked >= want && open == 0 {
+			return nil
+		}
+		if terminal+blocked > last {
+			last, progressed = terminal+blocked, time.Now()
+		}
+		why := ""
+		switch {
+		case ctx.Err() != nil:
+			why = "the timeout"
+		case time.Since(progressed) >= stall:
+			why = fmt.Sprintf("no run finished for %v", stall)
+		}
+		if why != "" {
+			return fmt.Errorf("not finished, %s: %d of %d release runs terminal, %d blocked, %d effects open (%s)",
+				why, terminal, want, blocked, open, openEffects(conn))
+		}
+		time.Sleep(poll)
+	}
 }
 
 // openEffects describes what a load that did not finish left: its unfinished runs by status, its
