@@ -62,8 +62,9 @@ func formatRunQueue(wait, cpu map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// cpuSince subtracts an earlier snapshot. A backend that exited between the snapshots moves
-// from the live processes to its postmaster's children, so the total is still right.
+// cpuSince subtracts an earlier snapshot. For CPU a backend that exited between the snapshots
+// moves from the live processes to its postmaster's children, so the total is still right; for
+// run-queue waits its wait is lost with it, and the difference is a lower bound.
 func cpuSince(now, then map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range now {

@@ -104,8 +104,9 @@ func runE2E(args []string) error {
 	// completions (one per finished run) rather than counting rows: the load tool's own queries
 	// would otherwise be a few per cent of PostgreSQL's CPU, growing with the tables. The
 	// database has the last word below.
+	progressed := time.Now() // when a run last finished, as far as the load tool can tell
 	if *dispatcherMetrics != "" {
-		last, progressed := -1.0, time.Now()
+		last := -1.0
 		for ctx.Err() == nil && time.Since(progressed) < *stall {
 			c := scrapeCounter(*dispatcherMetrics, completedCheckRuns)
 			if c >= float64(*runs-int(failures)) {
@@ -117,7 +118,7 @@ func runE2E(args []string) error {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
-	if err := waitFinished(ctx, conn, *runs-int(failures), *stall, 200*time.Millisecond); err != nil {
+	if err := waitFinished(ctx, conn, *runs-int(failures), progressed, *stall, 200*time.Millisecond); err != nil {
 		return err
 	}
 	res.Seconds = time.Since(start).Seconds()
@@ -237,12 +238,13 @@ func stuckEffects(ctx context.Context, q interface {
 // blocked on an effect that needs an operator (a dispatch that may have been delivered goes to
 // reconciliation) never becomes terminal, so the load ends then rather than at the timeout, and
 // says how many effects need an operator. It gives up, naming what was left open, when ctx ends
-// or when no run has finished for stall: a burst that stopped moving (a lost webhook leaves its
-// run running for good) is reported then, not at the timeout.
+// or when no run has finished for stall since progressed (the last progress the caller saw): a
+// burst that stopped moving (a lost webhook leaves its run running for good) is reported then,
+// not at the timeout.
 func waitFinished(ctx context.Context, conn interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
-}, want int, stall, poll time.Duration) error {
-	last, progressed := -1, time.Now()
+}, want int, progressed time.Time, stall, poll time.Duration) error {
+	last := -1
 	for {
 		var terminal, blocked, open int
 		// Its own deadline: at the timeout it still has to say how far the load got.
@@ -262,9 +264,10 @@ func waitFinished(ctx context.Context, conn interface {
 		if terminal+blocked >= want && open == 0 {
 			return nil
 		}
-		if terminal+blocked > last {
-			last, progressed = terminal+blocked, time.Now()
+		if last >= 0 && terminal+blocked > last {
+			progressed = time.Now()
 		}
+		last = terminal + blocked
 		why := ""
 		switch {
 		case ctx.Err() != nil:

@@ -90,7 +90,7 @@ func TestWaitFinished(t *testing.T) {
 			if tt.cancel {
 				stall = time.Hour
 			}
-			err := waitFinished(ctx, pool, want, stall, 20*time.Millisecond)
+			err := waitFinished(ctx, pool, want, time.Now(), stall, 20*time.Millisecond)
 			if tt.wantErr == "" {
 				if err != nil {
 					t.Fatal(err)
