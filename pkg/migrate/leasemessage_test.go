@@ -2,8 +2,12 @@ package migrate_test
 
 import (
 	"context"
+	"errors"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestLeaseExpiryMessagesInUTC: the reason a recovered lease gives in last_error names its
@@ -58,6 +62,54 @@ func TestLeaseExpiryMessagesInUTC(t *testing.T) {
 		}
 		if got != q.want {
 			t.Errorf("the recovered %s's last_error is\n%q, want\n%q", q.name, got, q.want)
+		}
+	}
+}
+
+// TestTimeErrorsInUTC: an error that names a time gives it in UTC, ISO 8601, whatever the
+// calling session's DateStyle and TimeZone (migration 00059): a lease that expired before the
+// delivery started (BR001, which a dispatcher logs) and the refused defer times and rate-limit
+// block (22023). Before, RAISE's '%' rendered them in the session's settings ("Sun 06 Dec …
+// EST").
+func TestTimeErrorsInUTC(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, conn := oneRunRepository(t)
+	fillOutbox(t, conn.Conn(), 1, 1)
+	now := time.Now().UTC().Add(time.Minute).Truncate(time.Microsecond)
+	var effect int64
+	if err := conn.QueryRow(ctx, `SELECT id FROM boardreadyops_outbox_claim('w-1', 1, '1 minute', $1)`, now).Scan(&effect); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `SET DateStyle = 'SQL, DMY'; SET TimeZone = 'America/New_York'`); err != nil {
+		t.Fatal(err)
+	}
+	utc := func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000000Z") }
+	far := now.Add(25 * time.Hour)
+	for _, c := range []struct {
+		name, sql string
+		args      []any
+		code      string
+		want      string
+	}{
+		{"expired lease at delivery start", `SELECT boardreadyops_outbox_start_delivery($1, 'w-1', $2)`,
+			[]any{effect, now.Add(2 * time.Minute)}, "BR001",
+			"outbox record " + strconv.FormatInt(effect, 10) + ": lease of worker w-1 expired at " + utc(now.Add(time.Minute))},
+		{"job defer too far", `SELECT boardreadyops_job_defer(1, 'w-1', $1, 'later', $2)`,
+			[]any{far, now}, "22023", "defer time must be set and at most 1 hour ahead, got " + utc(far)},
+		{"effect defer too far", `SELECT boardreadyops_outbox_defer($1, 'w-1', $2, 'later', $3)`,
+			[]any{effect, far, now}, "22023", "defer time must be set and at most 2 hours ahead, got " + utc(far)},
+		{"rate-limit block too long", `SELECT boardreadyops_outbox_block_installation(1, $1, '1 second', '1 minute', $2)`,
+			[]any{far, now}, "22023", "a rate-limit block ends within a day, got " + utc(far)},
+	} {
+		_, err := conn.Exec(ctx, c.sql, c.args...)
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
+			t.Errorf("%s: %v, want error %s", c.name, err, c.code)
+			continue
+		}
+		if pgErr.Code != c.code || pgErr.Message != c.want {
+			t.Errorf("%s: %s %q, want %s %q", c.name, pgErr.Code, pgErr.Message, c.code, c.want)
 		}
 	}
 }

@@ -137,7 +137,7 @@ DECLARE
     r public.control_plane_jobs;
 BEGIN
     IF p_until IS NULL OR p_until > v_now + interval '1 hour' THEN
-        RAISE EXCEPTION 'defer time must be set and at most 1 hour ahead, got %', p_until USING ERRCODE = '22023';
+        RAISE EXCEPTION 'defer time must be set and at most 1 hour ahead, got %', to_char(p_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_job_lock_leased(p_id, p_worker);
     UPDATE public.control_plane_jobs

@@ -79,7 +79,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     IF p_until IS NOT NULL AND p_until > v_now + interval '1 day' THEN
-        RAISE EXCEPTION 'a rate-limit block ends within a day, got %', p_until USING ERRCODE = '22023';
+        RAISE EXCEPTION 'a rate-limit block ends within a day, got %', to_char(p_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') USING ERRCODE = '22023';
     END IF;
     INSERT INTO public.github_installation_limits (installation_id, updated_at) VALUES (p_installation_id, v_now)
     ON CONFLICT (installation_id) DO NOTHING;
@@ -827,7 +827,7 @@ DECLARE
     r public.control_plane_outbox;
 BEGIN
     IF p_until IS NULL OR p_until > v_now + interval '2 hours' THEN
-        RAISE EXCEPTION 'defer time must be set and at most 2 hours ahead, got %', p_until USING ERRCODE = '22023';
+        RAISE EXCEPTION 'defer time must be set and at most 2 hours ahead, got %', to_char(p_until AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     IF public.boardreadyops_outbox_supersede_check_run_update(r, coalesce(p_reason, 'deferred'), v_now) THEN
@@ -1661,7 +1661,7 @@ DECLARE
 BEGIN
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
     IF r.lease_expires_at <= v_now THEN
-        RAISE EXCEPTION 'outbox record %: lease of worker % expired at %', p_id, p_worker, r.lease_expires_at
+        RAISE EXCEPTION 'outbox record %: lease of worker % expired at %', p_id, p_worker, to_char(r.lease_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
             USING ERRCODE = 'BR001';
     END IF;
     UPDATE public.control_plane_outbox
