@@ -25,6 +25,9 @@
 # E2E_INGEST_CONNS (16), E2E_LIFECYCLE_CONNS (8) and E2E_DISPATCHER_CONNS (16) size the services'
 # database pools (BOARDREADYOPS_DB_MAX_CONNS). KEEP_LOGS=dir keeps the logs and the services'
 # metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.
+# PG_WAL_RECORDS=1 prints the burst's WAL by record type and relation, per release run (lib.sh's
+# pg_wal_records; pgbench is skipped so that only the burst is counted): keep such bursts within
+# max_wal_size (about 5,000 runs at the default 1 GB).
 runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
 while (($#)); do
 	case "$1" in
@@ -72,10 +75,15 @@ pids+=($!); dispatcher_pid=$!
 for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
 
 status=0
+pgbench_args=(--pgbench-database-url "$pgbench_db")
+if [[ -n "${PG_WAL_RECORDS:-}" ]]; then
+	pgbench_args=()
+	wal_start=$(psql "$db" -Atc 'SELECT pg_current_wal_lsn()')
+fi
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \
 	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
-	--pgbench-database-url "$pgbench_db" ${LOADGEN_JSON:+--json} || status=$?
+	"${pgbench_args[@]}" ${LOADGEN_JSON:+--json} || status=$?
 # KEEP_LOGS=dir keeps the services' and the server's logs and metrics, of a burst that did not
 # finish too: it is the one whose logs are needed.
 if [[ -n "${KEEP_LOGS:-}" ]]; then
@@ -91,5 +99,6 @@ if ((status)); then
 	exit "$status"
 fi
 pg_wal_stats
+if [[ -n "${PG_WAL_RECORDS:-}" ]]; then pg_wal_records "$wal_start" "$runs"; fi
 pg_top_statements true
 pg_top_statements false
