@@ -1449,7 +1449,7 @@ BEGIN
         RAISE EXCEPTION 'outbox record % requires reconciliation and cannot be replayed', p_id
             USING ERRCODE = 'BR004',
                   DETAIL = format('GitHub may already have created a workflow run for this dispatch (delivery started at %s)',
-                                  r.delivery_started_at),
+                                  to_char(r.delivery_started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')),
                   HINT = 'find out whether the run exists (brops reconcile inspect), then resolve the record '
                          '(brops reconcile resolve) with the evidence';
     END IF;
