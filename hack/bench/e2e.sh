@@ -26,8 +26,7 @@
 # database pools (BOARDREADYOPS_DB_MAX_CONNS). KEEP_LOGS=dir keeps the logs and the services'
 # metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.
 # PG_WAL_RECORDS=1 prints the burst's WAL by record type and relation, per release run (lib.sh's
-# pg_wal_records; pgbench is skipped so that only the burst is counted): keep such bursts within
-# max_wal_size (about 5,000 runs at the default 1 GB).
+# pg_wal_mark and pg_wal_records; pgbench is skipped so that only the burst is counted).
 runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
 while (($#)); do
 	case "$1" in
@@ -78,7 +77,7 @@ status=0
 pgbench_args=(--pgbench-database-url "$pgbench_db")
 if [[ -n "${PG_WAL_RECORDS:-}" ]]; then
 	pgbench_args=()
-	wal_start=$(psql "$db" -Atc 'SELECT pg_current_wal_lsn()')
+	wal_start=$(pg_wal_mark)
 fi
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
 	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \

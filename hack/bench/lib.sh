@@ -84,26 +84,34 @@ pg_wal_stats() {
 		FROM pg_stat_wal, pg_stat_bgwriter, pg_stat_database d WHERE d.datname = current_database()"
 }
 
-# pg_wal_records START PER: the WAL written since LSN START (pg_current_wal_lsn() before the load),
-# by record type, then by record type and relation, with counts per PER units of work (release
-# runs): how many index insertions, row locks (foreign-key checks and FOR UPDATE included), inserts
-# and non-HOT updates a unit of work costs. pg_walinspect (contrib, PostgreSQL 15) reads it back
-# from pg_wal, so the load must not outlast the server's max_wal_size; only the product's load may
-# run in between (e2e.sh skips pgbench when PG_WAL_RECORDS is set).
-pg_wal_records() {
+# pg_wal_mark, then pg_wal_records START PER: the WAL written from LSN START (pg_wal_mark's output,
+# taken before the load) to the last flushed record, by record type, then by record type and
+# relation, with counts per PER units of work (release runs): how many index insertions, row
+# locks, inserts and non-HOT updates a unit of work costs. pg_walinspect (contrib, PostgreSQL 15)
+# reads the WAL back from pg_wal; pg_wal_mark's replication slot keeps it there through
+# checkpoints until pg_wal_records drops it (about 26 kB of WAL per release run). Everything the
+# server writes in between is counted, autovacuum included: only the product's load may run
+# (e2e.sh skips pgbench when PG_WAL_RECORDS is set).
+pg_wal_mark() {
 	psql -q "$db" -c 'CREATE EXTENSION IF NOT EXISTS pg_walinspect' >/dev/null
+	psql -Atq "$db" -c "SELECT lsn FROM pg_create_physical_replication_slot('bench_wal_records', true)"
+}
+pg_wal_records() {
+	local end
+	end=$(psql -Atq "$db" -c 'SELECT pg_current_wal_flush_lsn()')
 	psql "$db" -P pager=off -c "SELECT \"resource_manager/record_type\" AS record, count,
 		round(count::numeric / $2, 2) AS per_unit, round(count_percentage::numeric, 1) AS pct,
 		pg_size_pretty(combined_size) AS size, round(combined_size_percentage::numeric, 1) AS size_pct
-		FROM pg_get_wal_stats('$1', pg_current_wal_lsn(), true) WHERE count > 0 ORDER BY count DESC LIMIT ${PG_TOP:-15}"
+		FROM pg_get_wal_stats('$1', '$end', true) WHERE count > 0 ORDER BY count DESC LIMIT ${PG_TOP:-15}"
 	psql "$db" -P pager=off -c "WITH r AS (
 			SELECT resource_manager || '/' || record_type AS record,
 			       (regexp_match(block_ref, 'rel \\d+/\\d+/(\\d+)'))[1]::oid AS relfilenode
-			FROM pg_get_wal_records_info('$1', pg_current_wal_lsn()))
+			FROM pg_get_wal_records_info('$1', '$end'))
 		SELECT record, coalesce(c.relname, r.relfilenode::text, '') AS relation, count(*),
 		       round(count(*)::numeric / $2, 2) AS per_unit
 		FROM r LEFT JOIN pg_class c ON c.relfilenode = r.relfilenode
 		GROUP BY 1, 2 ORDER BY 3 DESC LIMIT ${PG_TOP:-40}"
+	psql -q "$db" -c "SELECT pg_drop_replication_slot('bench_wal_records')" >/dev/null
 }
 
 # wait_ready URL: until the service's /readyz answers 200.
