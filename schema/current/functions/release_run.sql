@@ -701,6 +701,10 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_
 CREATE FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(status text, stale bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET enable_seqscan TO 'off'
+    SET enable_bitmapscan TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
