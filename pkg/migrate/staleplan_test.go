@@ -2,8 +2,11 @@ package migrate_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
@@ -30,13 +33,28 @@ func TestStaleCountsReadTheStatusIndex(t *testing.T) {
 			'boardreadyops-release.yml', 'running', now() - interval '3 hours' + g * interval '100 ms'
 		FROM generate_series(1, 30000) g;
 		UPDATE release_runs SET status = 'succeeded', completed_at = now(), updated_at = now();
+		-- Among them, three runs still running for an hour and one started a minute ago.
+		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at)
+		SELECT 1, 1, 'refs/tags/live-' || g, repeat(g::text, 40), 'boardreadyops-release.yml', 'running',
+			now() - CASE WHEN g < 4 THEN interval '1 hour' ELSE interval '1 minute' END
+		FROM generate_series(1, 4) g;
 		ANALYZE release_runs`); err != nil {
 		t.Fatal(err)
 	}
 	pool, plans := pgtest.NewPlansPool(t, setup.Config().ConnString(), 1)
-	var states int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM boardreadyops_release_run_stale_counts('15 minutes')`).Scan(&states); err != nil || states != 5 {
-		t.Fatalf("stale counts: %d states, %v", states, err)
+	rows, err := pool.Query(ctx, `SELECT status, stale FROM boardreadyops_release_run_stale_counts('15 minutes')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	var state string
+	var n int64
+	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { got[state] = n; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"requested": 0, "check_pending": 0, "dispatching": 0, "running": 3, "blocked": 0}
+	if !maps.Equal(got, want) {
+		t.Errorf("stale counts %v, want %v", got, want)
 	}
 	count, all := plans.Find("FROM public.release_runs r WHERE r.status = s.state")
 	if count == "" {
