@@ -23,6 +23,9 @@ const (
 	StatusDeadLetter = "dead_letter"
 )
 
+// Statuses lists every status of a job (the table's row rule), in pipeline order.
+var Statuses = []string{StatusAvailable, StatusLeased, StatusCompleted, StatusDeadLetter}
+
 // Job is one control_plane_jobs row.
 type Job struct {
 	ID             int64      `db:"id" json:"id"`

@@ -46,6 +46,9 @@ const (
 	StatusReconciliationRequired = "reconciliation_required"
 )
 
+// Statuses lists every status of an outbox record (the table's row rule), in pipeline order.
+var Statuses = []string{StatusAvailable, StatusLeased, StatusCompleted, StatusDeadLetter, StatusReconciliationRequired}
+
 // Effect is one outbox record.
 type Effect struct {
 	ID                 int64           `db:"id" json:"id"`

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -27,16 +28,17 @@ func newJobsCmd(g *globals) *cobra.Command {
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if limit < 1 || limit > 1000 {
-				return usageError{fmt.Errorf("--limit %d: want 1 to 1000", limit)}
+			sql, args, err := queueList{table: "control_plane_jobs", columns: jobs.Columns, statuses: jobs.Statuses,
+				status: status, limit: limit}.query()
+			if err != nil {
+				return err
 			}
 			pool, err := g.pool(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
-			rows, err := pool.Query(cmd.Context(), `SELECT `+jobs.Columns+` FROM control_plane_jobs WHERE ($1 = '' OR status = $1)
-				ORDER BY updated_at DESC, id DESC LIMIT $2`, status, limit)
+			rows, err := pool.Query(cmd.Context(), sql, args...)
 			if err != nil {
 				return fmt.Errorf("list jobs: %w", err)
 			}
@@ -53,7 +55,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "available, leased, completed or dead_letter")
+	list.Flags().StringVar(&status, "status", "", "only this status: "+strings.Join(jobs.Statuses, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many (1-1000)")
 	cmd.AddCommand(list)
 	cmd.AddCommand(&cobra.Command{

@@ -95,7 +95,7 @@ func newOutboxCmd(g *globals) *cobra.Command {
 			})
 		},
 	}
-	list.Flags().StringVar(&status, "status", "", "available, leased, completed, dead_letter or reconciliation_required")
+	list.Flags().StringVar(&status, "status", "", "only this status: "+strings.Join(outbox.Statuses, ", "))
 	list.Flags().StringVar(&effectType, "effect-type", "", "one of "+strings.Join(outbox.EffectTypes, ", "))
 	list.Flags().IntVar(&limit, "limit", 50, "at most this many (1-1000)")
 	cmd.AddCommand(list)
@@ -147,11 +147,12 @@ func truncate(s string, n int) string {
 }
 
 func listEffects(ctx context.Context, pool *pgxpool.Pool, status, effectType string, limit int) ([]outbox.Effect, error) {
-	if limit < 1 || limit > 1000 {
-		return nil, usageError{fmt.Errorf("--limit %d: want 1 to 1000", limit)}
+	sql, args, err := queueList{table: "control_plane_outbox", columns: outbox.Columns, statuses: outbox.Statuses,
+		status: status, effectType: effectType, limit: limit}.query()
+	if err != nil {
+		return nil, err
 	}
-	rows, err := pool.Query(ctx, `SELECT `+outbox.Columns+` FROM control_plane_outbox
-		WHERE ($1 = '' OR status = $1) AND ($2 = '' OR effect_type = $2) ORDER BY updated_at DESC, id DESC LIMIT $3`, status, effectType, limit)
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list effects: %w", err)
 	}

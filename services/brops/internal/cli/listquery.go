@@ -1,0 +1,54 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+)
+
+// queueList selects the newest rows of a queue table (control_plane_outbox, control_plane_jobs)
+// for outbox list, reconcile list and jobs list.
+type queueList struct {
+	table    string   // the table
+	columns  string   // its select list
+	statuses []string // every status its row rule allows
+	status   string   // only this status; "" for all
+	// effectType, when not "", keeps only that effect type (the outbox).
+	effectType string
+	limit      int
+}
+
+// query builds the statement with only the conditions asked for, and the status written into it
+// as a literal from the table's closed set of states. A queue's statuses are found through
+// partial indexes (control_plane_outbox_attention_idx for dead letters and reconciliations,
+// control_plane_jobs_terminal_idx, the claim and lease indexes), and a partial index's
+// predicate cannot be proved from a parameter: a condition that an empty parameter makes true
+// ("status = $1 OR $1 is empty"), or "status = $1" alone, has a generic plan that reads the
+// whole table and sorts it. brops runs one command per connection, but behind a pooler that
+// keeps prepared statements (PgBouncer's max_prepared_statements, docs/operations.md "Connection
+// poolers") every client of a server connection shares one statement and its plan cache, and
+// after five executions PostgreSQL may settle on that generic plan.
+func (q queueList) query() (string, []any, error) {
+	if q.limit < 1 || q.limit > 1000 {
+		return "", nil, usageError{fmt.Errorf("--limit %d: want 1 to 1000", q.limit)}
+	}
+	var where []string
+	var args []any
+	if q.status != "" {
+		if !contains(q.statuses, q.status) {
+			return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
+		}
+		// A member of the closed set above, each of lower-case letters and underscores: safe
+		// as a literal.
+		where = append(where, "status = '"+q.status+"'")
+	}
+	if q.effectType != "" {
+		args = append(args, q.effectType)
+		where = append(where, fmt.Sprintf("effect_type = $%d", len(args)))
+	}
+	sql := "SELECT " + q.columns + " FROM " + q.table
+	if len(where) > 0 {
+		sql += " WHERE " + strings.Join(where, " AND ")
+	}
+	args = append(args, q.limit)
+	return sql + fmt.Sprintf(" ORDER BY updated_at DESC, id DESC LIMIT $%d", len(args)), args, nil
+}

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/boardreadyops/cloud/pkg/jobs"
+	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+// TestQueueListsUseTheirIndexes runs outbox list's and jobs list's statement for each status
+// over queues of 20,000 rows that are nearly all completed, as after weeks of service, on a
+// connection forced onto generic plans (what a pooler's shared prepared statement may settle on
+// after five executions): each rare status is found through its partial index, never by reading
+// the whole table. With the status a parameter, as before, every one of them was a sequential
+// scan and a sort.
+func TestQueueListsUseTheirIndexes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewURL(t)
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `
+		INSERT INTO installations (id, account_login, account_type) VALUES (1, 'octo-org', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (1, 1, 'octo-org/repo');
+		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, completed_at)
+		SELECT 1, 1, 'refs/tags/v' || g, lpad(to_hex(g), 40, '0'), 'release.yml', 'succeeded', now() FROM generate_series(1, 20000) g;
+		INSERT INTO execution_attempts (release_run_id, number, status)
+		SELECT id, 1, 'dispatching' FROM release_runs WHERE ref LIKE '%00';
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, lease_owner, lease_expires_at,
+			last_error, release_run_id, installation_id)
+		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', s, CASE WHEN s = 'completed' THEN now() END,
+		       CASE WHEN s = 'leased' THEN 'w1' END, CASE WHEN s = 'leased' THEN now() + interval '1 minute' END,
+		       CASE WHEN s = 'dead_letter' THEN 'boom' END, id, 1
+		FROM (SELECT id, CASE WHEN n % 200 = 1 THEN 'available' WHEN n % 300 = 2 THEN 'dead_letter' WHEN n % 500 = 3 THEN 'leased'
+		                      ELSE 'completed' END AS s
+		      FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM release_runs) r) x;
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, delivery_started_at, release_run_id,
+			execution_attempt_id, installation_id)
+		SELECT 'github.workflow.dispatch', 'github.workflow.dispatch:' || release_run_id || ':' || id, '{}', 'reconciliation_required',
+		       now(), release_run_id, id, 1 FROM execution_attempts;
+		WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+			SELECT 'd-' || g, 'push', '{}', sha256(('d-' || g)::bytea) FROM generate_series(1, 20000) g RETURNING id
+		)
+		INSERT INTO control_plane_jobs (kind, inbox_id, status, completed_at, lease_owner, lease_expires_at)
+		SELECT 'push', id, s, CASE WHEN s = 'completed' THEN now() END, CASE WHEN s = 'leased' THEN 'w1' END,
+		       CASE WHEN s = 'leased' THEN now() + interval '1 minute' END
+		FROM (SELECT id, CASE WHEN id % 200 = 1 THEN 'available' WHEN id % 300 = 2 THEN 'dead_letter' WHEN id % 500 = 3 THEN 'leased'
+		                      ELSE 'completed' END AS s FROM i) x;
+		ANALYZE;`); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		list  queueList
+		index string // "": no index is required (most rows), but the statement must run
+	}{
+		{queueList{status: outbox.StatusAvailable}, "control_plane_outbox_claim_idx"},
+		{queueList{status: outbox.StatusLeased}, "control_plane_outbox_lease_idx"},
+		{queueList{status: outbox.StatusDeadLetter}, "control_plane_outbox_attention_idx"},
+		{queueList{status: outbox.StatusReconciliationRequired, effectType: outbox.EffectWorkflowDispatch}, "control_plane_outbox_attention_idx"},
+		{queueList{status: outbox.StatusCompleted}, ""},
+		{queueList{effectType: outbox.EffectCheckRunCreate}, ""},
+		{queueList{}, ""},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusAvailable}, "control_plane_jobs_claim_idx"},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusLeased}, "control_plane_jobs_lease_idx"},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusDeadLetter}, "control_plane_jobs_terminal_idx"},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusCompleted}, ""},
+		{queueList{table: "control_plane_jobs"}, ""},
+	}
+	want := map[string]int{"available": 100, "leased": 40, "dead_letter": 67, "reconciliation_required": 200}
+	for _, tt := range tests {
+		q := tt.list
+		q.limit = 1000
+		if q.table == "" {
+			q.table, q.columns, q.statuses = "control_plane_outbox", outbox.Columns, outbox.Statuses
+		} else {
+			q.columns, q.statuses = jobs.Columns, jobs.Statuses
+		}
+		name := q.table + " " + q.status + " " + q.effectType
+		sql, args, err := q.query()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		plans := pgtest.NewPlans(t, url)
+		rows, err := plans.Conn.Query(ctx, sql, args...)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		if rows.Close(); rows.Err() != nil {
+			t.Fatalf("%s: %v", name, rows.Err())
+		}
+		if w, ok := want[q.status]; ok && n != w {
+			t.Errorf("%s: %d rows, want %d", name, n, w)
+		}
+		if tt.index == "" {
+			continue
+		}
+		plan, all := plans.Find(q.table)
+		if !strings.Contains(plan, tt.index) || strings.Contains(plan, "Seq Scan on "+q.table) {
+			t.Errorf("%s: the plan does not read %s:\n%s\n(all plans: %q)", name, tt.index, plan, all)
+		}
+	}
+}
+
+// TestQueueListRefusesUnknownStatus: the status is written into the statement, so only a member
+// of the table's closed set gets there; anything else is a usage error naming the set.
+func TestQueueListRefusesUnknownStatus(t *testing.T) {
+	t.Parallel()
+	for _, status := range []string{"x' OR true --", "Completed", "superseded", "completed "} {
+		_, _, err := queueList{table: "control_plane_outbox", columns: outbox.Columns, statuses: outbox.Statuses,
+			status: status, limit: 10}.query()
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(err.Error(), "reconciliation_required") {
+			t.Errorf("status %q: %v, want a usage error naming the statuses", status, err)
+		}
+	}
+	if _, _, err := (queueList{table: "control_plane_jobs", statuses: jobs.Statuses, limit: 1001}).query(); err == nil {
+		t.Error("--limit 1001 accepted")
+	}
+}
