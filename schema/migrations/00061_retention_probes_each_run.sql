@@ -1,14 +1,15 @@
 -- Retention's pick of finished runs probes each run's effects through the effect key.
 --
 -- boardreadyops_retention_delete('release_runs', …) picks up to p_batch finished runs past the
--- cutoff that have no unfinished effect left. Its NOT EXISTS was planned as an anti join, and a
--- plan costed for many runs — a generic plan, which assumes a tenth of the table for LIMIT
--- p_batch — joined the runs against a sequential scan of the whole outbox for its few unfinished
--- effects, once per batch: on an outbox of a week of effects, a read of the whole table every
--- batch of a pass. PostgreSQL keeps custom plans for this function as long as they cost less than
--- that generic one, which is what happened so far; pkg/retention TestDeletesUseTheirIndexes forces
--- generic plans, and passed only because its fixture had a fifth of its effects unfinished. With a
--- production-shaped fixture (0.2 % unfinished) it failed with "Seq Scan on control_plane_outbox".
+-- cutoff that have no unfinished effect left. Its NOT EXISTS could be planned as an anti join
+-- against the outbox. With few unfinished effects, as in service, the planner finds them with a
+-- sequential scan of the whole outbox (materialized under a nested loop, or hashed), a cost it
+-- spreads over all the candidate runs, and the table was read once per batch: on an outbox of a
+-- week of effects, every batch of a pass. Custom plans can choose it as well as generic ones (a
+-- generic plan cannot know the cutoff or the batch size and expects more candidates still).
+-- pkg/retention TestDeletesUseTheirIndexes forces generic plans and passed only because its
+-- fixture had a fifth of its runs unfinished; with a production-shaped fixture (0.2 %) it failed
+-- with "Seq Scan on control_plane_outbox".
 --
 -- OFFSET 0 keeps the subquery from being pulled up into a join: it stays a probe of
 -- control_plane_outbox_effect_key (release_run_id first) per candidate run, whatever the plan.
@@ -88,9 +89,8 @@ BEGIN
             SELECT r.id FROM public.release_runs r
             WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND r.completed_at < v_cutoff
               -- OFFSET 0 keeps this a probe of control_plane_outbox_effect_key per candidate
-              -- run: as an anti join, a plan costed for many runs (a generic plan assumes a
-              -- tenth of the table for LIMIT p_batch) read the whole outbox for its few
-              -- unfinished effects, once per batch.
+              -- run: as an anti join it could read the whole outbox for its few unfinished
+              -- effects, once per batch (00061).
               AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
                               WHERE o.release_run_id = r.id AND o.status <> 'completed' OFFSET 0)
             ORDER BY r.completed_at

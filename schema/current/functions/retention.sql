@@ -73,9 +73,8 @@ BEGIN
             SELECT r.id FROM public.release_runs r
             WHERE r.status IN ('succeeded', 'failed', 'cancelled') AND r.completed_at < v_cutoff
               -- OFFSET 0 keeps this a probe of control_plane_outbox_effect_key per candidate
-              -- run: as an anti join, a plan costed for many runs (a generic plan assumes a
-              -- tenth of the table for LIMIT p_batch) read the whole outbox for its few
-              -- unfinished effects, once per batch.
+              -- run: as an anti join it could read the whole outbox for its few unfinished
+              -- effects, once per batch (00061).
               AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
                               WHERE o.release_run_id = r.id AND o.status <> 'completed' OFFSET 0)
             ORDER BY r.completed_at
