@@ -100,13 +100,28 @@ func TestDeletesUseTheirIndexes(t *testing.T) {
 		}
 	}
 
+	// The gauges' reads (every replica, every 10 s): the oldest finished run with no unfinished
+	// effect is found through release_runs_completed_idx and a probe of the effect key per run,
+	// never by reading the outbox whole (it was, before migration 00062, at every call).
+	plans := pgtest.NewPlans(t, r.pool.Config().ConnString())
+	if _, err := s.Status(ctx, plans.Conn, retention.Periods{Jobs: 7 * day, Digests: 30 * day, Effects: 7 * day,
+		ReleaseRuns: 90 * day, Audit: 365 * day}, false); err != nil {
+		t.Fatal(err)
+	}
+	// (The counts, planned but not run without p_count, are brops retention status's.)
+	plan, all := plans.Find("SELECT r.completed_at")
+	if !strings.Contains(plan, "release_runs_completed_idx") || !strings.Contains(plan, "control_plane_outbox_effect_key") ||
+		strings.Contains(plan, "Seq Scan on control_plane_outbox") {
+		t.Errorf("the status's oldest finished run is not found through the completed and effect-key indexes alone:\n%s\n(all: %q)", plan, all)
+	}
+
 	// The older sweep's jobs half: the same index, no sort (it was a sequential scan and an
 	// external sort before 00026).
-	plans := pgtest.NewPlans(t, r.pool.Config().ConnString())
+	plans = pgtest.NewPlans(t, r.pool.Config().ConnString())
 	if _, err := plans.Conn.Exec(ctx, `SELECT * FROM boardreadyops_retention_sweep('7 days', 100, $1)`, now); err != nil {
 		t.Fatal(err)
 	}
-	plan, all := plans.Find("Delete on webhook_inbox")
+	plan, all = plans.Find("Delete on webhook_inbox")
 	if !strings.Contains(plan, "control_plane_jobs_completed_idx") || strings.Contains(plan, "Sort") || strings.Contains(plan, "Seq Scan") {
 		t.Errorf("boardreadyops_retention_sweep's jobs half does not use control_plane_jobs_completed_idx alone:\n%s\n(all: %q)", plan, all)
 	}

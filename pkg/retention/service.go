@@ -248,9 +248,9 @@ func (s *Service) batch(ctx context.Context, table string, period time.Duration)
 	return s.cfg.Store.Delete(bctx, s.pool, table, s.cfg.Owner, period, s.cfg.BatchSize)
 }
 
-// observe refreshes the oldest-expired and claim index gauges. Every replica does (two cheap
-// index and catalog reads), so the alerts depend neither on a leader nor on a former leader's
-// stale values.
+// observe refreshes the oldest-expired and claim index gauges. Every replica does (index reads
+// of each table's oldest rows, pinned by TestDeletesUseTheirIndexes, and a catalog read), so
+// the alerts depend neither on a leader nor on a former leader's stale values.
 func (s *Service) observe(ctx context.Context) {
 	if s.cfg.Metrics == nil {
 		return

@@ -251,9 +251,11 @@ BEGIN
 
     table_name := 'release_runs'; retention := p_release_runs;
     v_cutoff := v_now - p_release_runs;
+    -- OFFSET 0 keeps the NOT EXISTS a probe of control_plane_outbox_effect_key per run, in
+    -- release_runs_completed_idx's order until the first run that has none unfinished (00062).
     SELECT r.completed_at INTO oldest_at FROM public.release_runs r
     WHERE r.status IN ('succeeded', 'failed', 'cancelled')
-      AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = r.id AND o.status <> 'completed')
+      AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o WHERE o.release_run_id = r.id AND o.status <> 'completed' OFFSET 0)
     ORDER BY r.completed_at LIMIT 1;
     IF NOT FOUND THEN oldest_at := NULL; END IF;
     oldest_expired_at := CASE WHEN oldest_at < v_cutoff THEN oldest_at END;
