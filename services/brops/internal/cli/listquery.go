@@ -2,8 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 )
+
+// statusWord is the form of every queue status: what may be written into a statement as one.
+var statusWord = regexp.MustCompile(`^[a-z_]+$`)
 
 // queueList selects the newest rows of a queue table (control_plane_outbox, control_plane_jobs)
 // for outbox list, reconcile list and jobs list.
@@ -37,8 +41,11 @@ func (q queueList) query() (string, []any, error) {
 		if !contains(q.statuses, q.status) {
 			return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
 		}
-		// A member of the closed set above, each of lower-case letters and underscores: safe
-		// as a literal.
+		// A member of the closed set above; and, whatever a caller passes as that set, only
+		// lower-case letters and underscores become a literal.
+		if !statusWord.MatchString(q.status) {
+			return "", nil, fmt.Errorf("status %q: not a status word", q.status)
+		}
 		where = append(where, "status = '"+q.status+"'")
 	}
 	if q.effectType != "" {

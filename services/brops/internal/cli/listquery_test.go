@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -129,5 +130,43 @@ func TestQueueListRefusesUnknownStatus(t *testing.T) {
 	}
 	if _, _, err := (queueList{table: "control_plane_jobs", statuses: jobs.Statuses, limit: 1001}).query(); err == nil {
 		t.Error("--limit 1001 accepted")
+	}
+	// A caller's own set is no way around the form either.
+	if _, _, err := (queueList{table: "control_plane_jobs", statuses: []string{"x' OR true --"}, status: "x' OR true --",
+		limit: 10}).query(); err == nil {
+		t.Error("a status with a quote became a literal")
+	}
+}
+
+// TestQueueStatusesAreTheRowRules: outbox.Statuses and jobs.Statuses, which the lists accept, are
+// exactly the states the tables' row rules allow, so that a state a migration adds is not refused
+// by brops.
+func TestQueueStatusesAreTheRowRules(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, pgtest.NewURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for fn, want := range map[string][]string{
+		"boardreadyops_outbox_validate_row_pinned": outbox.Statuses,
+		"boardreadyops_job_validate_row_pinned":    jobs.Statuses,
+	} {
+		var def string
+		if err := pool.QueryRow(ctx, `SELECT pg_get_functiondef(p.oid) FROM pg_proc p WHERE p.proname = $1`, fn).Scan(&def); err != nil {
+			t.Fatalf("%s: %v", fn, err)
+		}
+		m := regexp.MustCompile(`p_status IN \(([^)]*)\)`).FindStringSubmatch(def)
+		if m == nil {
+			t.Fatalf("%s: no status rule in\n%s", fn, def)
+		}
+		var got []string
+		for _, s := range strings.Split(m[1], ",") {
+			got = append(got, strings.Trim(strings.TrimSpace(s), "'"))
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s allows %v; the list accepts %v", fn, got, want)
+		}
 	}
 }
