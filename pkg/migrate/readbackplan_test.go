@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
@@ -57,43 +59,34 @@ func TestReadBackQuietReadsItsIndexes(t *testing.T) {
 		ANALYZE`); err != nil {
 		t.Fatal(err)
 	}
+	// sweep runs the sweep once in a transaction it rolls back, and returns its plan.
+	sweep := func(db interface {
+		Begin(context.Context) (pgx.Tx, error)
+	}, plans *pgtest.Plans, generic bool) (string, []string) {
+		t.Helper()
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck // the sweep's reads are left undone
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 3 {
+			t.Errorf("generic %v: %d runs read back, want 3", generic, n)
+		}
+		return plans.Find("FROM public.release_runs r")
+	}
 	for _, generic := range []bool{false, true} {
-		conn := setup.Config().ConnString()
 		var plan string
 		var all []string
 		if generic {
-			plans := pgtest.NewPlans(t, conn)
-			if _, err := plans.Conn.Exec(ctx, `BEGIN`); err != nil {
-				t.Fatal(err)
-			}
-			var n int
-			if err := plans.Conn.QueryRow(ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 3 {
-				t.Errorf("generic plans: %d runs read back, want 3", n)
-			}
-			if _, err := plans.Conn.Exec(ctx, `ROLLBACK`); err != nil {
-				t.Fatal(err)
-			}
-			plan, all = plans.Find("FROM public.release_runs r")
+			plans := pgtest.NewPlans(t, setup.Config().ConnString())
+			plan, all = sweep(plans.Conn, plans, generic)
 		} else {
-			pool, plans := pgtest.NewPlansPool(t, conn, 1)
-			tx, err := pool.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var n int
-			if err := tx.QueryRow(ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
-				t.Fatal(err)
-			}
-			if n != 3 {
-				t.Errorf("custom plans: %d runs read back, want 3", n)
-			}
-			if err := tx.Rollback(ctx); err != nil {
-				t.Fatal(err)
-			}
-			plan, all = plans.Find("FROM public.release_runs r")
+			pool, plans := pgtest.NewPlansPool(t, setup.Config().ConnString(), 1)
+			plan, all = sweep(pool, plans, generic)
 		}
 		if plan == "" {
 			t.Fatalf("generic %v: no plan of the sweep among %d plans", generic, len(all))
