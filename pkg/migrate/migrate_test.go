@@ -106,7 +106,8 @@ func TestDownAndUpAgain(t *testing.T) {
 	}
 }
 
-// catalogSnapshot summarises the user-visible schema: relations, functions and privileges.
+// catalogSnapshot summarises the user-visible schema: relations, functions (their bodies, owners,
+// security and settings: search path, plan settings) and privileges.
 func catalogSnapshot(t *testing.T, dbURL string) string {
 	t.Helper()
 	ctx := context.Background()
@@ -118,10 +119,12 @@ func catalogSnapshot(t *testing.T, dbURL string) string {
 	var s string
 	err = conn.QueryRow(ctx, `
 		SELECT coalesce(string_agg(x, ',' ORDER BY x), '') FROM (
-			SELECT c.relname || ':' || c.relkind::text || ':' || coalesce(c.relacl::text, '') AS x
+			SELECT c.relname || ':' || c.relkind::text || ':' || c.relowner::regrole::text || ':' || coalesce(c.relacl::text, '')
+			       || ':' || coalesce(c.reloptions::text, '') AS x
 			FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'public'
 			UNION ALL
-			SELECT p.proname || ':' || coalesce(p.proacl::text, '') || ':' || md5(p.prosrc)
+			SELECT p.oid::regprocedure::text || ':' || p.proowner::regrole::text || ':' || coalesce(p.proacl::text, '') || ':'
+			       || p.prosecdef::text || ':' || p.provolatile::text || ':' || coalesce(p.proconfig::text, '') || ':' || md5(p.prosrc)
 			FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'public'
 		) s`).Scan(&s)
 	if err != nil {
