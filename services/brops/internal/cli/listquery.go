@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -38,7 +39,7 @@ func (q queueList) query() (string, []any, error) {
 	var where []string
 	var args []any
 	if q.status != "" {
-		if !contains(q.statuses, q.status) {
+		if !slices.Contains(q.statuses, q.status) {
 			return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
 		}
 		// A member of the closed set above; and, whatever a caller passes as that set, only

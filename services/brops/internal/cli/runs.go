@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -78,7 +79,7 @@ func (f runFilter) validate() error {
 	if f.limit < 1 || f.limit > 1000 {
 		return usageError{fmt.Errorf("--limit %d: want 1 to 1000", f.limit)}
 	}
-	if f.status != "" && !contains(runStatuses, f.status) {
+	if f.status != "" && !slices.Contains(runStatuses, f.status) {
 		return usageError{fmt.Errorf("--status %q: want one of %s", f.status, strings.Join(runStatuses, ", "))}
 	}
 	if f.repository != "" && strings.Count(f.repository, "/") != 1 {
@@ -88,15 +89,6 @@ func (f runFilter) validate() error {
 		return usageError{errors.New("--older-than and --newer-than must not be negative")}
 	}
 	return nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // uuidPattern is a release run id's form.
