@@ -50,11 +50,11 @@ CREATE INDEX control_plane_jobs_claim_idx ON public.control_plane_jobs USING btr
 -- INDEX control_plane_jobs_completed_idx
 CREATE INDEX control_plane_jobs_completed_idx ON public.control_plane_jobs USING btree (completed_at) WHERE (status = 'completed'::text);
 
+-- INDEX control_plane_jobs_dead_letter_idx
+CREATE INDEX control_plane_jobs_dead_letter_idx ON public.control_plane_jobs USING btree (updated_at) WHERE (status = 'dead_letter'::text);
+
 -- INDEX control_plane_jobs_lease_idx
 CREATE INDEX control_plane_jobs_lease_idx ON public.control_plane_jobs USING btree (lease_expires_at) WHERE (status = 'leased'::text);
-
--- INDEX control_plane_jobs_terminal_idx
-CREATE INDEX control_plane_jobs_terminal_idx ON public.control_plane_jobs USING btree (status, updated_at) WHERE (status = ANY (ARRAY['completed'::text, 'dead_letter'::text]));
 
 -- ACL TABLE control_plane_jobs
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.control_plane_jobs TO boardreadyops_admin;

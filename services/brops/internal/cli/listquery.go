@@ -5,6 +5,9 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/boardreadyops/cloud/pkg/jobs"
+	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 // statusWord is the form of every queue status: what may be written into a statement as one.
@@ -25,7 +28,7 @@ type queueList struct {
 // query builds the statement with only the conditions asked for, and the status written into it
 // as a literal from the table's closed set of states. A queue's statuses are found through
 // partial indexes (control_plane_outbox_attention_idx for dead letters and reconciliations,
-// control_plane_jobs_terminal_idx, the claim and lease indexes), and a partial index's
+// control_plane_jobs_dead_letter_idx, the claim, lease and completed indexes), and a partial index's
 // predicate cannot be proved from a parameter: a condition that an empty parameter makes true
 // ("status = $1 OR $1 is empty"), or "status = $1" alone, has a generic plan that reads the
 // whole table and sorts it. brops runs one command per connection, but behind a pooler that
@@ -58,5 +61,13 @@ func (q queueList) query() (string, []any, error) {
 		sql += " WHERE " + strings.Join(where, " AND ")
 	}
 	args = append(args, q.limit)
-	return sql + fmt.Sprintf(" ORDER BY updated_at DESC, id DESC LIMIT $%d", len(args)), args, nil
+	// Newest first. A completed row's completed_at is its updated_at (the completion sets both,
+	// and nothing writes a completed row again), and only completed_at has an index over
+	// completed rows (the retention pick's), which months of them need: ordered by updated_at
+	// they were read whole and sorted.
+	order := "updated_at"
+	if q.status == outbox.StatusCompleted || q.status == jobs.StatusCompleted {
+		order = "completed_at"
+	}
+	return sql + fmt.Sprintf(" ORDER BY %s DESC, id DESC LIMIT $%d", order, len(args)), args, nil
 }

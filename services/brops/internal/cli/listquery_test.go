@@ -19,7 +19,9 @@ import (
 // connection forced onto generic plans (what a pooler's shared prepared statement may settle on
 // after five executions): each rare status is found through its partial index, never by reading
 // the whole table. With the status a parameter, as before, every one of them was a sequential
-// scan and a sort.
+// scan and a sort. The completed rows, newest first, are read through the completed index (by
+// completed_at: ordered by updated_at, which no index over completed rows holds, they were read
+// whole and sorted).
 func TestQueueListsUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -38,11 +40,12 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		SELECT id, 1, 'dispatching' FROM release_runs WHERE ref LIKE '%00';
 		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, lease_owner, lease_expires_at,
 			last_error, release_run_id, installation_id)
-		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', s, CASE WHEN s = 'completed' THEN now() END,
+		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', s,
+		       CASE WHEN s = 'completed' THEN now() - n * interval '1 second' END,
 		       CASE WHEN s = 'leased' THEN 'w1' END, CASE WHEN s = 'leased' THEN now() + interval '1 minute' END,
 		       CASE WHEN s = 'dead_letter' THEN 'boom' END, id, 1
-		FROM (SELECT id, CASE WHEN n % 200 = 1 THEN 'available' WHEN n % 300 = 2 THEN 'dead_letter' WHEN n % 500 = 3 THEN 'leased'
-		                      ELSE 'completed' END AS s
+		FROM (SELECT id, n, CASE WHEN n % 200 = 1 THEN 'available' WHEN n % 300 = 2 THEN 'dead_letter' WHEN n % 500 = 3 THEN 'leased'
+		                         ELSE 'completed' END AS s
 		      FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM release_runs) r) x;
 		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, delivery_started_at, release_run_id,
 			execution_attempt_id, installation_id)
@@ -53,7 +56,7 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 			SELECT 'd-' || g, 'push', '{}', sha256(('d-' || g)::bytea) FROM generate_series(1, 20000) g RETURNING id
 		)
 		INSERT INTO control_plane_jobs (kind, inbox_id, status, completed_at, lease_owner, lease_expires_at)
-		SELECT 'push', id, s, CASE WHEN s = 'completed' THEN now() END, CASE WHEN s = 'leased' THEN 'w1' END,
+		SELECT 'push', id, s, CASE WHEN s = 'completed' THEN now() - id * interval '1 second' END, CASE WHEN s = 'leased' THEN 'w1' END,
 		       CASE WHEN s = 'leased' THEN now() + interval '1 minute' END
 		FROM (SELECT id, CASE WHEN id % 200 = 1 THEN 'available' WHEN id % 300 = 2 THEN 'dead_letter' WHEN id % 500 = 3 THEN 'leased'
 		                      ELSE 'completed' END AS s FROM i) x;
@@ -68,13 +71,13 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		{queueList{status: outbox.StatusLeased}, "control_plane_outbox_lease_idx"},
 		{queueList{status: outbox.StatusDeadLetter}, "control_plane_outbox_attention_idx"},
 		{queueList{status: outbox.StatusReconciliationRequired, effectType: outbox.EffectWorkflowDispatch}, "control_plane_outbox_attention_idx"},
-		{queueList{status: outbox.StatusCompleted}, ""},
+		{queueList{status: outbox.StatusCompleted}, "control_plane_outbox_completed_idx"},
 		{queueList{effectType: outbox.EffectCheckRunCreate}, ""},
 		{queueList{}, ""},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusAvailable}, "control_plane_jobs_claim_idx"},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusLeased}, "control_plane_jobs_lease_idx"},
-		{queueList{table: "control_plane_jobs", status: jobs.StatusDeadLetter}, "control_plane_jobs_terminal_idx"},
-		{queueList{table: "control_plane_jobs", status: jobs.StatusCompleted}, ""},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusDeadLetter}, "control_plane_jobs_dead_letter_idx"},
+		{queueList{table: "control_plane_jobs", status: jobs.StatusCompleted}, "control_plane_jobs_completed_idx"},
 		{queueList{table: "control_plane_jobs"}, ""},
 	}
 	want := map[string]int{"available": 100, "leased": 40, "dead_letter": 67, "reconciliation_required": 200}
@@ -113,6 +116,19 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		if !strings.Contains(plan, tt.index) || strings.Contains(plan, "Seq Scan on "+q.table) {
 			t.Errorf("%s: the plan does not read %s:\n%s\n(all plans: %q)", name, tt.index, plan, all)
 		}
+	}
+	// The lifecycle's gauges count the dead letters through their index too, every few seconds.
+	plans := pgtest.NewPlans(t, url)
+	var deadLetters int
+	if err := plans.Conn.QueryRow(ctx, `SELECT dead_letter FROM boardreadyops_job_stats()`).Scan(&deadLetters); err != nil {
+		t.Fatal(err)
+	}
+	if deadLetters != want[jobs.StatusDeadLetter] {
+		t.Errorf("job stats: %d dead letters, want %d", deadLetters, want[jobs.StatusDeadLetter])
+	}
+	if plan, all := plans.Find("control_plane_jobs"); !strings.Contains(plan, "control_plane_jobs_dead_letter_idx") ||
+		strings.Contains(plan, "Seq Scan on control_plane_jobs") {
+		t.Errorf("job stats do not count dead letters through control_plane_jobs_dead_letter_idx:\n%s\n(all plans: %q)", plan, all)
 	}
 }
 
