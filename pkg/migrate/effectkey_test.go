@@ -93,9 +93,18 @@ func migratedTo(t *testing.T, version int64) (*migrate.Runner, *pgx.Conn) {
 }
 
 // interruptedEffectKeyBuild leaves control_plane_outbox_effect_key INVALID the way an operator's
+// cancel or a statement timeout does.
+func interruptedEffectKeyBuild(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	interruptedBuild(t, conn, "control_plane_outbox", "control_plane_outbox_effect_key",
+		`CREATE UNIQUE INDEX CONCURRENTLY control_plane_outbox_effect_key ON public.control_plane_outbox
+		(release_run_id, effect_type, execution_attempt_id, generation) NULLS NOT DISTINCT`)
+}
+
+// interruptedBuild leaves the index that build creates on table INVALID the way an operator's
 // cancel or a statement timeout does: the build waits for a writer's open transaction and its
 // statement timeout cancels it while it waits, after its catalog entry was committed.
-func interruptedEffectKeyBuild(t *testing.T, conn *pgx.Conn) {
+func interruptedBuild(t *testing.T, conn *pgx.Conn, table, index, build string) {
 	t.Helper()
 	ctx := context.Background()
 	writer, err := pgx.Connect(ctx, conn.Config().ConnString())
@@ -108,14 +117,13 @@ func interruptedEffectKeyBuild(t *testing.T, conn *pgx.Conn) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if _, err := tx.Exec(ctx, `LOCK TABLE control_plane_outbox IN ROW EXCLUSIVE MODE`); err != nil {
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN ROW EXCLUSIVE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := conn.Exec(ctx, `SET statement_timeout = '300ms'`); err != nil {
 		t.Fatal(err)
 	}
-	_, err = conn.Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY control_plane_outbox_effect_key ON public.control_plane_outbox
-		(release_run_id, effect_type, execution_attempt_id, generation) NULLS NOT DISTINCT`)
+	_, err = conn.Exec(ctx, build)
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) || pgErr.Code != "57014" { // query_canceled
 		t.Fatalf("the build while a writer held the table: %v, want a statement timeout", err)
@@ -126,7 +134,7 @@ func interruptedEffectKeyBuild(t *testing.T, conn *pgx.Conn) {
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got := effectKeyIndex(t, conn); !got.exists || got.valid {
+	if got := indexOf(t, conn, index); !got.exists || got.valid {
 		t.Fatalf("after the cancelled build: %+v, want an INVALID index", got)
 	}
 }
@@ -138,9 +146,15 @@ type indexState struct {
 
 func effectKeyIndex(t *testing.T, conn *pgx.Conn) indexState {
 	t.Helper()
+	return indexOf(t, conn, "control_plane_outbox_effect_key")
+}
+
+// indexOf is the state of the public schema's index of that name.
+func indexOf(t *testing.T, conn *pgx.Conn, name string) indexState {
+	t.Helper()
 	var s indexState
 	err := conn.QueryRow(context.Background(), `SELECT true, i.indisvalid, i.indexrelid::oid FROM pg_index i
-		WHERE i.indexrelid = to_regclass('public.control_plane_outbox_effect_key')`).Scan(&s.exists, &s.valid, &s.oid)
+		WHERE i.indexrelid = to_regclass('public.' || $1)`, name).Scan(&s.exists, &s.valid, &s.oid)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatal(err)
 	}
