@@ -19,9 +19,8 @@ import (
 // connection forced onto generic plans (what a pooler's shared prepared statement may settle on
 // after five executions): each rare status is found through its partial index, never by reading
 // the whole table. With the status a parameter, as before, every one of them was a sequential
-// scan and a sort. The completed rows, newest first, are read through the completed index (by
-// completed_at: ordered by updated_at, which no index over completed rows holds, they were read
-// whole and sorted).
+// scan and a sort. The completed rows, newest first, are read through the completed indexes,
+// by completed_at (the outbox's, ordered by updated_at, were read whole and sorted).
 func TestQueueListsUseTheirIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
