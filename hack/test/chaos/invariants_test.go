@@ -256,6 +256,12 @@ func (e *env) check(name string, runs int) report {
 	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n > 0 {
 		e.t.Errorf("%d effects not completed", n)
 	}
+	// A completed row was last written by its completion, whatever failed on the way: brops lists
+	// completed rows by completed_at, through their index, as the newest updated.
+	if n := e.count(`SELECT (SELECT count(*) FROM control_plane_jobs WHERE status = 'completed' AND completed_at <> updated_at)
+		+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'completed' AND completed_at <> updated_at)`); n > 0 {
+		e.t.Errorf("%d completed jobs and effects whose updated_at is not their completed_at", n)
+	}
 	// 3. Exactly one check run per release run and one dispatch per attempt, on GitHub's side.
 	// An attempt that adopted the run of a lost incarnation of its release (after a restore) was
 	// not dispatched itself: its run is the earlier one, named for other ids.
