@@ -26,11 +26,12 @@ type queueList struct {
 }
 
 // query builds the statement with only the conditions asked for, and the status written into it
-// as a literal from the table's closed set of states. A queue's statuses are found through
-// partial indexes (control_plane_outbox_attention_idx for dead letters and reconciliations,
-// control_plane_jobs_dead_letter_idx, the claim, lease and completed indexes), and a partial index's
-// predicate cannot be proved from a parameter: a condition that an empty parameter makes true
-// ("status = $1 OR $1 is empty"), or "status = $1" alone, has a generic plan that reads the
+// as a literal from the table's closed set of states (for every status, one such statement per
+// status, united). A queue's statuses are found through partial indexes
+// (control_plane_outbox_attention_idx for dead letters and reconciliations,
+// control_plane_jobs_dead_letter_idx, the claim, lease and completed indexes), and a partial
+// index's predicate cannot be proved from a parameter: a condition that an empty parameter makes
+// true ("status = $1 OR $1 is empty"), or "status = $1" alone, has a generic plan that reads the
 // whole table and sorts it. brops runs one command per connection, but behind a pooler that
 // keeps prepared statements (PgBouncer's max_prepared_statements, docs/operations.md "Connection
 // poolers") every client of a server connection shares one statement and its plan cache, and
@@ -39,36 +40,53 @@ func (q queueList) query() (string, []any, error) {
 	if q.limit < 1 || q.limit > 1000 {
 		return "", nil, usageError{fmt.Errorf("--limit %d: want 1 to 1000", q.limit)}
 	}
-	var where []string
-	var args []any
-	if q.status != "" {
-		if !slices.Contains(q.statuses, q.status) {
-			return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
-		}
-		// A member of the closed set above; and, whatever a caller passes as that set, only
-		// lower-case letters and underscores become a literal.
-		if !statusWord.MatchString(q.status) {
-			return "", nil, fmt.Errorf("status %q: not a status word", q.status)
-		}
-		where = append(where, "status = '"+q.status+"'")
+	if q.status != "" && !slices.Contains(q.statuses, q.status) {
+		return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
 	}
+	var args []any
+	typeFilter := ""
 	if q.effectType != "" {
 		args = append(args, q.effectType)
-		where = append(where, fmt.Sprintf("effect_type = $%d", len(args)))
+		typeFilter = " AND effect_type = $1"
 	}
-	sql := "SELECT " + q.columns + " FROM " + q.table
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
+	if q.status != "" {
+		sql, err := q.newestOf(q.status, typeFilter)
+		return sql, args, err
+	}
+	// Every status: the newest of each, found through its own index, then the newest of those.
+	// One ORDER BY updated_at over the whole table read every row a week of retention keeps and
+	// sorted them; this reads the backlog and the leases (few, unless something is wrong) and at
+	// most the limit of each other status, and returns the same rows.
+	parts := make([]string, 0, len(q.statuses))
+	for _, status := range q.statuses {
+		part, err := q.newestOf(status, typeFilter)
+		if err != nil {
+			return "", nil, err
+		}
+		parts = append(parts, "("+part+")")
+	}
+	return fmt.Sprintf("SELECT * FROM (%s) newest ORDER BY updated_at DESC, id DESC LIMIT %d",
+		strings.Join(parts, " UNION ALL "), q.limit), args, nil
+}
+
+// newestOf is the statement for the newest rows in one status, with the status written in as a
+// literal, and filter (" AND …" or "") added to its condition.
+func (q queueList) newestOf(status, filter string) (string, error) {
+	// A member of the closed set the caller checked; and, whatever a caller passes as that set,
+	// only lower-case letters and underscores become a literal.
+	if !statusWord.MatchString(status) {
+		return "", fmt.Errorf("status %q: not a status word", status)
 	}
 	// Newest first. A completed row's completed_at is its updated_at (every completion sets both,
 	// and nothing changes a completed row's updated_at while it stays completed), and only
 	// completed_at has an index over completed rows (retention's), which a week of them and more
 	// needs: the outbox's, ordered by updated_at, were read whole and sorted. The limit, checked
-	// above, is written in too: a generic plan takes a parameter's limit for a tenth of the rows,
-	// and for the most common status a tenth reads better by a sort than by the index.
+	// by the caller, is written in too: a generic plan takes a parameter's limit for a tenth of
+	// the rows, and for the most common status a tenth reads better by a sort than by the index.
 	order := "updated_at"
-	if q.status == outbox.StatusCompleted || q.status == jobs.StatusCompleted {
+	if status == outbox.StatusCompleted || status == jobs.StatusCompleted {
 		order = "completed_at"
 	}
-	return sql + fmt.Sprintf(" ORDER BY %s DESC, id DESC LIMIT %d", order, q.limit), args, nil
+	return fmt.Sprintf("SELECT %s FROM %s WHERE status = '%s'%s ORDER BY %s DESC, id DESC LIMIT %d",
+		q.columns, q.table, status, filter, order, q.limit), nil
 }

@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/jobs"
@@ -37,25 +40,26 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		SELECT 1, 1, 'refs/tags/v' || g, lpad(to_hex(g), 40, '0'), 'release.yml', 'succeeded', now() FROM generate_series(1, 20000) g;
 		INSERT INTO execution_attempts (release_run_id, number, status)
 		SELECT id, 1, 'dispatching' FROM release_runs WHERE ref LIKE '%00';
-		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, completed_at, lease_owner, lease_expires_at,
-			last_error, release_run_id, installation_id)
-		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', s,
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, updated_at, completed_at, lease_owner,
+			lease_expires_at, last_error, release_run_id, installation_id)
+		SELECT 'github.check_run.create', 'github.check_run.create:' || id, '{}', s, now() - n * interval '1 second',
 		       CASE WHEN s = 'completed' THEN now() - n * interval '1 second' END,
 		       CASE WHEN s = 'leased' THEN 'w1' END, CASE WHEN s = 'leased' THEN now() + interval '1 minute' END,
 		       CASE WHEN s = 'dead_letter' THEN 'boom' END, id, 1
 		FROM (SELECT id, n, CASE WHEN n % 200 = 1 THEN 'available' WHEN n % 300 = 2 THEN 'dead_letter' WHEN n % 500 = 3 THEN 'leased'
 		                         ELSE 'completed' END AS s
 		      FROM (SELECT id, row_number() OVER (ORDER BY id) AS n FROM release_runs) r) x;
-		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, delivery_started_at, release_run_id,
-			execution_attempt_id, installation_id)
+		INSERT INTO control_plane_outbox (effect_type, idempotency_key, payload, status, updated_at, delivery_started_at,
+			release_run_id, execution_attempt_id, installation_id)
 		SELECT 'github.workflow.dispatch', 'github.workflow.dispatch:' || release_run_id || ':' || id, '{}', 'reconciliation_required',
-		       now(), release_run_id, id, 1 FROM execution_attempts;
+		       now() - interval '30 seconds', now(), release_run_id, id, 1 FROM execution_attempts;
 		WITH i AS (
 			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
 			SELECT 'd-' || g, 'push', '{}', sha256(('d-' || g)::bytea) FROM generate_series(1, 20000) g RETURNING id
 		)
-		INSERT INTO control_plane_jobs (kind, inbox_id, status, completed_at, lease_owner, lease_expires_at)
-		SELECT 'push', id, s, CASE WHEN s = 'completed' THEN now() - id * interval '1 second' END, CASE WHEN s = 'leased' THEN 'w1' END,
+		INSERT INTO control_plane_jobs (kind, inbox_id, status, updated_at, completed_at, lease_owner, lease_expires_at)
+		SELECT 'push', id, s, now() - id * interval '1 second', CASE WHEN s = 'completed' THEN now() - id * interval '1 second' END,
+		       CASE WHEN s = 'leased' THEN 'w1' END,
 		       CASE WHEN s = 'leased' THEN now() + interval '1 minute' END
 		FROM (SELECT id, CASE WHEN id % 200 = 1 THEN 'available' WHEN id % 300 = 2 THEN 'dead_letter' WHEN id % 500 = 3 THEN 'leased'
 		                      ELSE 'completed' END AS s FROM i) x;
@@ -64,20 +68,20 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 	}
 	tests := []struct {
 		list  queueList
-		index string // "": no index is required (most rows), but the statement must run
+		index string // the index the plan must read, and no sequential scan of the table
 	}{
 		{queueList{status: outbox.StatusAvailable}, "control_plane_outbox_claim_idx"},
 		{queueList{status: outbox.StatusLeased}, "control_plane_outbox_lease_idx"},
 		{queueList{status: outbox.StatusDeadLetter}, "control_plane_outbox_attention_idx"},
 		{queueList{status: outbox.StatusReconciliationRequired, effectType: outbox.EffectWorkflowDispatch}, "control_plane_outbox_attention_idx"},
 		{queueList{status: outbox.StatusCompleted}, "control_plane_outbox_completed_idx"},
-		{queueList{effectType: outbox.EffectCheckRunCreate}, ""},
-		{queueList{}, ""},
+		{queueList{effectType: outbox.EffectCheckRunCreate}, "control_plane_outbox_completed_idx"},
+		{queueList{}, "control_plane_outbox_completed_idx"},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusAvailable}, "control_plane_jobs_claim_idx"},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusLeased}, "control_plane_jobs_lease_idx"},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusDeadLetter}, "control_plane_jobs_dead_letter_idx"},
 		{queueList{table: "control_plane_jobs", status: jobs.StatusCompleted}, "control_plane_jobs_completed_idx"},
-		{queueList{table: "control_plane_jobs"}, ""},
+		{queueList{table: "control_plane_jobs"}, "control_plane_jobs_completed_idx"},
 	}
 	want := map[string]int{"available": 100, "leased": 40, "dead_letter": 67, "reconciliation_required": 200}
 	for _, tt := range tests {
@@ -98,18 +102,24 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
-		n := 0
+		var got []int64
 		for rows.Next() {
-			n++
+			vals, err := rows.Values() // the id first, as in both tables' column lists
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			got = append(got, vals[0].(int64))
 		}
 		if rows.Close(); rows.Err() != nil {
 			t.Fatalf("%s: %v", name, rows.Err())
 		}
-		if w, ok := want[q.status]; ok && n != w {
-			t.Errorf("%s: %d rows, want %d", name, n, w)
+		if w, ok := want[q.status]; ok && len(got) != w {
+			t.Errorf("%s: %d rows, want %d", name, len(got), w)
 		}
-		if tt.index == "" {
-			continue
+		// The same rows in the same order as the plain statement: newest updated first.
+		if ref := newestUpdated(t, pool, q); !slices.Equal(got, ref) {
+			t.Errorf("%s: %d rows, not the %d newest updated in their order (first %v, want %v)", name, len(got), len(ref),
+				got[:min(len(got), 5)], ref[:min(len(ref), 5)])
 		}
 		plan, all := plans.Find(q.table)
 		if !strings.Contains(plan, tt.index) || strings.Contains(plan, "Seq Scan on "+q.table) {
@@ -129,6 +139,30 @@ func TestQueueListsUseTheirIndexes(t *testing.T) {
 		strings.Contains(plan, "Seq Scan on control_plane_jobs") {
 		t.Errorf("job stats do not count dead letters through control_plane_jobs_dead_letter_idx:\n%s\n(all plans: %q)", plan, all)
 	}
+}
+
+// newestUpdated is what a list must return: the ids of q's rows, newest updated first, read by one
+// plain statement over the whole table.
+func newestUpdated(t *testing.T, pool *pgxpool.Pool, q queueList) []int64 {
+	t.Helper()
+	sql, args := "SELECT id FROM "+q.table+" WHERE true", []any{}
+	if q.status != "" {
+		args = append(args, q.status)
+		sql += fmt.Sprintf(" AND status = $%d", len(args))
+	}
+	if q.effectType != "" {
+		args = append(args, q.effectType)
+		sql += fmt.Sprintf(" AND effect_type = $%d", len(args))
+	}
+	rows, err := pool.Query(context.Background(), sql+fmt.Sprintf(" ORDER BY updated_at DESC, id DESC LIMIT %d", q.limit), args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
 
 // TestQueueListRefusesUnknownStatus: the status is written into the statement, so only a member
