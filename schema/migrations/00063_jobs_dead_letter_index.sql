@@ -31,7 +31,7 @@ DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_index i
                WHERE i.indexrelid = 'public.control_plane_jobs_dead_letter_idx'::pg_catalog.regclass AND NOT i.indisvalid) THEN
-        RAISE EXCEPTION 'control_plane_jobs_dead_letter_idx is INVALID (its build was interrupted): run DROP INDEX CONCURRENTLY public.control_plane_jobs_dead_letter_idx, then migrate again';
+        RAISE EXCEPTION 'control_plane_jobs_dead_letter_idx is INVALID (an interrupted build or drop): run DROP INDEX CONCURRENTLY public.control_plane_jobs_dead_letter_idx, then migrate again';
     END IF;
 END;
 $$;
@@ -46,7 +46,7 @@ DO $$
 BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_index i
                WHERE i.indexrelid = 'public.control_plane_jobs_terminal_idx'::pg_catalog.regclass AND NOT i.indisvalid) THEN
-        RAISE EXCEPTION 'control_plane_jobs_terminal_idx is INVALID (its build was interrupted): run DROP INDEX CONCURRENTLY public.control_plane_jobs_terminal_idx, then migrate down again';
+        RAISE EXCEPTION 'control_plane_jobs_terminal_idx is INVALID (an interrupted build or drop): run DROP INDEX CONCURRENTLY public.control_plane_jobs_terminal_idx, then migrate down again';
     END IF;
 END;
 $$;
