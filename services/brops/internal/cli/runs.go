@@ -48,7 +48,11 @@ type runFilter struct {
 // query builds list's statement with only the conditions asked for, so that each form has a
 // plan of its own on the lookup indexes of migration 00023 (release_runs_repository_created_idx,
 // release_runs_status_created_idx, repositories_full_name_idx) — no optional "$1 IS NULL OR"
-// conditions that a generic plan cannot use an index for.
+// conditions that a generic plan cannot use an index for. Without a repository or a status no
+// index orders every run by creation, so the newest of each status are read through the status
+// index and the newest of those listed (before, every run retention keeps was read and sorted).
+// The limit, checked by validate, is written in: a generic plan takes a parameter's limit for a
+// tenth of the rows.
 func (f runFilter) query(now time.Time) (string, []any) {
 	var where []string
 	var args []any
@@ -68,11 +72,21 @@ func (f runFilter) query(now time.Time) (string, []any) {
 	if f.newerThan > 0 {
 		where = append(where, "r.created_at >= "+arg(now.Add(-f.newerThan)))
 	}
-	sql := runSelect
-	if len(where) > 0 {
-		sql += " WHERE " + strings.Join(where, " AND ")
+	newest := func(where []string) string {
+		sql := runSelect
+		if len(where) > 0 {
+			sql += " WHERE " + strings.Join(where, " AND ")
+		}
+		return sql + fmt.Sprintf(" ORDER BY r.created_at DESC LIMIT %d", f.limit)
 	}
-	return sql + " ORDER BY r.created_at DESC LIMIT " + arg(f.limit), args
+	if f.repository != "" || f.status != "" {
+		return newest(where), args
+	}
+	parts := make([]string, 0, len(runStatuses))
+	for _, status := range runStatuses { // the row rule's set (TestQueueStatusesAreTheRowRules)
+		parts = append(parts, "("+newest(append([]string{"r.status = '" + status + "'"}, where...))+")")
+	}
+	return fmt.Sprintf("SELECT * FROM (%s) newest ORDER BY created_at DESC LIMIT %d", strings.Join(parts, " UNION ALL "), f.limit), args
 }
 
 func (f runFilter) validate() error {

@@ -6,14 +6,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 // TestReleaseRunListUsesIndexes runs every form of list's statement (generic plans, as after
-// five executions) over 6,000 runs (3,000 repositories) and checks that each reads release_runs through an index of
-// migration 00023, never a scan of the table or an id::text comparison.
+// five executions) over 6,000 runs (3,000 repositories) and checks that each reads release_runs
+// through an index of migration 00023, never a scan of the table or an id::text comparison, and
+// lists the runs one plain statement over the whole table lists, in its order.
 func TestReleaseRunListUsesIndexes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -44,6 +46,8 @@ func TestReleaseRunListUsesIndexes(t *testing.T) {
 		{"repository and age", runFilter{repository: "org-2/repo-1", olderThan: time.Hour, limit: 50}, "release_runs_repository_created_idx"},
 		{"status", runFilter{status: "running", limit: 50}, "release_runs_status_created_idx"},
 		{"status and age", runFilter{status: "running", olderThan: time.Hour, newerThan: 48 * time.Hour, limit: 50}, "release_runs_status_created_idx"},
+		{"every run", runFilter{limit: 50}, "release_runs_status_created_idx"},
+		{"every run of an age", runFilter{olderThan: time.Hour, newerThan: 48 * time.Hour, limit: 50}, "release_runs_status_created_idx"},
 	}
 	for _, tt := range tests {
 		plans := pgtest.NewPlans(t, url)
@@ -55,7 +59,20 @@ func TestReleaseRunListUsesIndexes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows.Close()
+		got, err := pgx.CollectRows(rows, pgx.RowToStructByName[runRow])
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The same runs, newest first, as one plain statement over the whole table.
+		want := newestRuns(t, pool, tt.f, now)
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d runs, want %d", tt.name, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].ID != want[i] {
+				t.Fatalf("%s: run %d is %s, want %s", tt.name, i, got[i].ID, want[i])
+			}
+		}
 		plan, all := plans.Find("release_runs")
 		if !strings.Contains(plan, tt.index) || strings.Contains(plan, "Seq Scan on release_runs") {
 			t.Errorf("%s: the plan does not read %s:\n%s\n(all plans: %q)", tt.name, tt.index, plan, all)
@@ -64,4 +81,24 @@ func TestReleaseRunListUsesIndexes(t *testing.T) {
 			t.Errorf("%s: the repository is not found by repositories_full_name_idx:\n%s", tt.name, plan)
 		}
 	}
+}
+
+// newestRuns is what list must return for f: the ids of its runs, newest first, read by one plain
+// statement.
+func newestRuns(t *testing.T, pool *pgxpool.Pool, f runFilter, now time.Time) []string {
+	t.Helper()
+	sql := `SELECT r.id::text FROM release_runs r JOIN repositories p ON p.id = r.repository_id
+		WHERE ($1 = '' OR p.full_name = $1) AND ($2 = '' OR r.status = $2)
+		  AND (NOT $3 OR r.created_at < $4) AND (NOT $5 OR r.created_at >= $6)
+		ORDER BY r.created_at DESC LIMIT $7`
+	rows, err := pool.Query(context.Background(), sql, f.repository, f.status, f.olderThan > 0, now.Add(-f.olderThan),
+		f.newerThan > 0, now.Add(-f.newerThan), f.limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
 }
