@@ -53,10 +53,8 @@ func (q queueList) query() (string, []any, error) {
 		sql, err := q.newestOf(q.status, typeFilter)
 		return sql, args, err
 	}
-	// Every status: the newest of each, found through its own index, then the newest of those.
-	// One ORDER BY updated_at over the whole table read every row a week of retention keeps and
-	// sorted them; this reads the backlog and the leases (few, unless something is wrong) and at
-	// most the limit of each other status, and returns the same rows.
+	// Every status: this reads the backlog and the leases (few, unless something is wrong) and at
+	// most the limit of each other status.
 	parts := make([]string, 0, len(q.statuses))
 	for _, status := range q.statuses {
 		part, err := q.newestOf(status, typeFilter)
@@ -65,8 +63,15 @@ func (q queueList) query() (string, []any, error) {
 		}
 		parts = append(parts, "("+part+")")
 	}
-	return fmt.Sprintf("SELECT * FROM (%s) newest ORDER BY updated_at DESC, id DESC LIMIT %d",
-		strings.Join(parts, " UNION ALL "), q.limit), args, nil
+	return newestOfAll(parts, "updated_at DESC, id DESC", q.limit), args, nil
+}
+
+// newestOfAll unites parts, each the newest rows of one status read through that status's index
+// in the order given, and keeps the newest limit of them: the rows one ORDER BY over the whole
+// table returns, without reading and sorting every row retention keeps (no index holds that
+// order across statuses).
+func newestOfAll(parts []string, order string, limit int) string {
+	return fmt.Sprintf("SELECT * FROM (%s) newest ORDER BY %s LIMIT %d", strings.Join(parts, " UNION ALL "), order, limit)
 }
 
 // newestOf is the statement for the newest rows in one status, with the status written in as a

@@ -48,9 +48,8 @@ type runFilter struct {
 // query builds list's statement with only the conditions asked for, so that each form has a
 // plan of its own on the lookup indexes of migration 00023 (release_runs_repository_created_idx,
 // release_runs_status_created_idx, repositories_full_name_idx) — no optional "$1 IS NULL OR"
-// conditions that a generic plan cannot use an index for. Without a repository or a status no
-// index orders every run by creation, so the newest of each status are read through the status
-// index and the newest of those listed (before, every run retention keeps was read and sorted).
+// conditions that a generic plan cannot use an index for. Without a repository or a status, the
+// newest of each status are read through the status index (newestOfAll).
 // The limit, checked by validate, is written in: a generic plan takes a parameter's limit for a
 // tenth of the rows.
 func (f runFilter) query(now time.Time) (string, []any) {
@@ -86,7 +85,7 @@ func (f runFilter) query(now time.Time) (string, []any) {
 	for _, status := range runStatuses { // the row rule's set (TestQueueStatusesAreTheRowRules)
 		parts = append(parts, "("+newest(append([]string{"r.status = '" + status + "'"}, where...))+")")
 	}
-	return fmt.Sprintf("SELECT * FROM (%s) newest ORDER BY created_at DESC LIMIT %d", strings.Join(parts, " UNION ALL "), f.limit), args
+	return newestOfAll(parts, "created_at DESC", f.limit), args
 }
 
 func (f runFilter) validate() error {
