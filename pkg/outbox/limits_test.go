@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 )
@@ -229,5 +231,98 @@ func TestPacedClaimLocksOnlyTheInstallationsItUses(t *testing.T) {
 		WHERE installation_id = ANY($1) FOR UPDATE SKIP LOCKED) l`, insts)
 	if free != installations-limit {
 		t.Fatalf("%d of %d installation rows free while the claim of %d is open, want %d", free, installations, limit, installations-limit)
+	}
+}
+
+// A paced claim waits for no open transaction that updated the pacing row of one of its
+// candidate installations (00064): another replica's claim, a release batch or a budget record.
+// It claims around that installation, whose row the gate skips while it is locked.
+func TestPacedClaimWaitsForNoOpenTransaction(t *testing.T) {
+	t.Parallel()
+	pace := outbox.Pace{PerInstallation: 2, MutationInterval: 0}
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context, b *bundle, tx pgx.Tx, inst int64) error
+	}{
+		{"claim", func(ctx context.Context, b *bundle, tx pgx.Tx, inst int64) error {
+			got, err := b.store.ClaimPaced(ctx, tx, "w1", 1, time.Minute, pace)
+			if err == nil && (len(got) != 1 || got[0].InstallationID != inst) {
+				err = fmt.Errorf("claimed %v, want one effect of installation %d", got, inst)
+			}
+			return err
+		}},
+		{"release", func(ctx context.Context, b *bundle, tx pgx.Tx, inst int64) error {
+			_, err := tx.Exec(ctx, `SELECT boardreadyops_outbox_release_installation_batch(ARRAY[$1::bigint], interval '1 second')`, inst)
+			return err
+		}},
+		{"budget", func(ctx context.Context, b *bundle, tx pgx.Tx, inst int64) error {
+			return b.store.RecordBudgets(ctx, tx, []outbox.Budget{{InstallationID: inst, Limit: 5000, Remaining: 4000, Reset: time.Now().Add(time.Hour)}})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx, b := setup(t)
+			first, second := randomID(), randomID()
+			effectsOf(t, ctx, b, first, 2)
+			effectsOf(t, ctx, b, second, 1)
+			if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
+				SELECT unnest($1::bigint[]), now()`, []int64{first, second}); err != nil {
+				t.Fatal(err)
+			}
+			tx, err := b.pool.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if err := tc.open(ctx, b, tx, first); err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			got, err := b.store.ClaimPaced(wctx, b.pool, "w2", 3, time.Minute, pace)
+			if err != nil || len(got) != 1 || got[0].InstallationID != second {
+				t.Fatalf("claim: %v, %v; want the effect of installation %d, without waiting for the open %s", got, err, second, tc.name)
+			}
+		})
+	}
+}
+
+// A paced claim beside another claim's open transaction passes over the installations that one
+// holds and takes a whole batch of the next ones (00064), instead of coming back empty while the
+// queue is full.
+func TestPacedClaimBesideAnotherTakesTheNextInstallations(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	const installations, limit = 6, 2
+	insts := make([]int64, installations)
+	for i := range insts {
+		insts[i] = randomID()
+		effectsOf(t, ctx, b, insts[i], 1)
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
+		SELECT unnest($1::bigint[]), now()`, insts); err != nil {
+		t.Fatal(err)
+	}
+	pace := outbox.Pace{PerInstallation: 1, MutationInterval: time.Second}
+	tx, err := b.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	first, err := b.store.ClaimPaced(ctx, tx, "w1", limit, time.Minute, pace)
+	if err != nil || len(first) != limit {
+		t.Fatalf("first claim: %d effects (%v), want %d", len(first), err, limit)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	second, err := b.store.ClaimPaced(wctx, b.pool, "w2", limit, time.Minute, pace)
+	if err != nil || len(second) != limit {
+		t.Fatalf("second claim: %d effects (%v), want %d beside the open first claim", len(second), err, limit)
+	}
+	held := countBy(first)
+	for _, e := range second {
+		if held[e.InstallationID] > 0 {
+			t.Fatalf("second claim took installation %d, which the open first claim holds", e.InstallationID)
+		}
 	}
 }

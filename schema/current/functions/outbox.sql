@@ -177,6 +177,7 @@ DECLARE
     v_ids           bigint[];
     v_installations bigint[];
     v_distinct      bigint[];
+    v_order         bigint[];
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -215,31 +216,39 @@ BEGIN
     END IF;
     v_distinct := ARRAY(SELECT DISTINCT i FROM unnest(v_installations) i ORDER BY i);
     -- An installation's first claim creates its row (in key order: concurrent claims creating
-    -- the same rows wait for each other instead of deadlocking); for a known one the conflict
-    -- check is one index probe and nothing is written.
+    -- the same rows wait for each other instead of deadlocking). Only the rows this statement's
+    -- snapshot does not show are inserted: ON CONFLICT's check waits for any open transaction
+    -- that updated the conflicting row, so inserting every candidate installation made a claim
+    -- wait for another replica's claim or a release batch to commit (00064).
     INSERT INTO public.github_installation_limits (installation_id, updated_at)
     SELECT i, v_now FROM unnest(v_distinct) i
+    WHERE NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
     ON CONFLICT (installation_id) DO NOTHING;
+    -- Each candidate installation once, in the order of its oldest candidate.
+    v_order := ARRAY(
+        SELECT c.installation_id FROM unnest(v_installations) WITH ORDINALITY AS c(installation_id, ord)
+        GROUP BY c.installation_id
+        ORDER BY min(c.ord));
 
     RETURN QUERY
-    WITH firsts AS (
-        -- Each candidate installation once, in the order of its oldest candidate: a claim takes
-        -- at most p_limit effects, and every installation that passes the gate gives at least
-        -- one, so only the first p_limit installations' rows are locked (00034).
-        SELECT c.installation_id FROM unnest(v_ids, v_installations) WITH ORDINALITY AS c(id, installation_id, ord)
-        GROUP BY c.installation_id
-        ORDER BY min(c.ord)
-        LIMIT p_limit
-    ), gate AS (
+    WITH gate AS (
+        -- The first p_limit candidate installations, in the order of their oldest candidate, whose
+        -- rows pass the gate and are not locked by another claim: a claim takes at most p_limit
+        -- effects, and every installation that passes gives at least one, so only p_limit rows
+        -- are locked (00034). The limit counts rows locked, so a claim running beside another
+        -- passes over the installations that one holds to the next ones (00064), instead of
+        -- coming back with nothing while the queue is full.
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
-        FROM public.github_installation_limits l
+        FROM unnest(v_order) WITH ORDINALITY AS f(installation_id, ord)
         -- Rows found by primary key, here and below: a generic plan cannot know these sets are
         -- small, and may hash what it joins them to.
-        WHERE l.installation_id = ANY (ARRAY(SELECT f.installation_id FROM firsts f))
-          AND (l.blocked_until IS NULL OR l.blocked_until <= v_now)
+        JOIN public.github_installation_limits l ON l.installation_id = f.installation_id
+        WHERE (l.blocked_until IS NULL OR l.blocked_until <= v_now)
           AND (l.next_allowed_at IS NULL OR l.next_allowed_at <= v_now)
           AND (l.in_flight < p_per_installation OR l.in_flight_expires_at IS NULL OR l.in_flight_expires_at <= v_now)
+        ORDER BY f.ord
+        LIMIT p_limit
         FOR UPDATE OF l SKIP LOCKED
     ), ranked AS (
         SELECT c.id, c.ord, g.room, row_number() OVER (PARTITION BY c.installation_id ORDER BY c.ord) AS rn
