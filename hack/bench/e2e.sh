@@ -6,7 +6,7 @@
 # finished; then pgbench.
 #
 #   hack/bench/e2e.sh [--runs 50000] [--rate 0] [--installations 10] [--repositories 100] [--pacing off|on]
-#                     [--pooler none|pgbouncer] [--listen on|off]
+#                     [--pooler none|pgbouncer] [--listen on|off] [--dispatchers 1]
 #
 # --pacing off (the default) turns the dispatcher's per-installation pacing off
 # (BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=0): at GitHub's pace of one request per installation
@@ -19,6 +19,10 @@
 # direct. --listen off turns LISTEN off on a direct run too, the fair comparison
 # (hack/bench/pooler.sh runs both alternately).
 #
+# --dispatchers N runs N outbox-dispatcher replicas, each with its own pool and metrics port
+# (19293, 19294, …); the claim latency and effects per claim printed are of all of them together,
+# and each has its line of CPU and RSS (outbox-dispatcher, outbox-dispatcher-2, …).
+#
 # E2E_DISPATCHER_CONCURRENCY (64), E2E_DISPATCHER_BATCH (64) and E2E_LIFECYCLE_CONCURRENCY (4) set
 # the services' batching; the load tool prints what it bought, effects and jobs per claim.
 # E2E_SIM_SENDERS (32) is how many webhooks the simulator sends at once (8 before 2026-12-05).
@@ -27,7 +31,7 @@
 # metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.
 # PG_WAL_RECORDS=1 prints the burst's WAL by record type and relation, per release run (lib.sh's
 # pg_wal_mark and pg_wal_records; pgbench is skipped so that only the burst is counted).
-runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on
+runs=50000 rate=0 installations=10 repositories=100 pacing=off pooler=none listen=on dispatchers=1
 while (($#)); do
 	case "$1" in
 	--runs) runs=$2; shift 2 ;;
@@ -37,6 +41,7 @@ while (($#)); do
 	--pacing) pacing=$2; shift 2 ;;
 	--pooler) pooler=$2; shift 2 ;;
 	--listen) listen=$2; shift 2 ;;
+	--dispatchers) dispatchers=$2; shift 2 ;;
 	*) echo "unknown argument $1" >&2; exit 2 ;;
 	esac
 done
@@ -45,6 +50,7 @@ on) per_installation=1 ;;
 off) per_installation=0 ;;
 *) echo "--pacing on|off" >&2; exit 2 ;;
 esac
+[[ $dispatchers =~ ^[1-9]$ ]] || { echo "--dispatchers takes 1 to 9" >&2; exit 2; }
 case "$pooler/$listen" in
 none/on | none/off | pgbouncer/off) ;;
 pgbouncer/on) listen=off ;;
@@ -68,10 +74,14 @@ LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CO
 pids+=($!); ingest_pid=$!
 METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=${E2E_LIFECYCLE_CONNS:-8} BOARDREADYOPS_LIFECYCLE_CONCURRENCY=${E2E_LIFECYCLE_CONCURRENCY:-4} bin/lifecycle >"$work/lifecycle.log" 2>&1 &
 pids+=($!); lifecycle_pid=$!
-METRICS_ADDR=127.0.0.1:19293 BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-16} BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
-	BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/dispatcher.log" 2>&1 &
-pids+=($!); dispatcher_pid=$!
-for p in 19291 19292 19293; do wait_ready http://127.0.0.1:$p/readyz; done
+ports=(19291 19292) dispatcher_metrics=() dispatcher_pids=()
+for i in $(seq 1 "$dispatchers"); do
+	port=$((19292 + i)) name=outbox-dispatcher$( ((i == 1)) || echo "-$i")
+	METRICS_ADDR=127.0.0.1:$port BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-16} BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
+		BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/${name#outbox-}.log" 2>&1 &
+	pids+=($!); ports+=("$port"); dispatcher_metrics+=("http://127.0.0.1:$port/metrics"); dispatcher_pids+=("$name=$!")
+done
+for p in "${ports[@]}"; do wait_ready http://127.0.0.1:$p/readyz; done
 
 status=0
 pgbench_args=(--pgbench-database-url "$pgbench_db")
@@ -80,14 +90,14 @@ if [[ -n "${PG_WAL_RECORDS:-}" ]]; then
 	wal_start=$(pg_wal_mark)
 fi
 bin/loadgen e2e --ingest-url http://127.0.0.1:18081/webhook --secret-file "$work/dev/webhook-secret" --database-url "$db" \
-	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics http://127.0.0.1:19293/metrics --lifecycle-metrics http://127.0.0.1:19292/metrics \
-	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,outbox-dispatcher=$dispatcher_pid,githubsim=$githubsim_pid" \
+	--runs "$runs" --rate "$rate" --installations "$installations" --repositories "$repositories" --dispatcher-metrics "$(IFS=,; echo "${dispatcher_metrics[*]}")" --lifecycle-metrics http://127.0.0.1:19292/metrics \
+	--pids "ingest=$ingest_pid,lifecycle=$lifecycle_pid,$(IFS=,; echo "${dispatcher_pids[*]}"),githubsim=$githubsim_pid" \
 	"${pgbench_args[@]}" ${LOADGEN_JSON:+--json} || status=$?
 # KEEP_LOGS=dir keeps the services' and the server's logs and metrics, of a burst that did not
 # finish too: it is the one whose logs are needed.
 if [[ -n "${KEEP_LOGS:-}" ]]; then
 	{ mkdir -p "$KEEP_LOGS" && cp "$work"/*.log "$KEEP_LOGS"/; } || echo "KEEP_LOGS: the logs were not copied to $KEEP_LOGS" >&2
-	for p in 19291 19292 19293; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done
+	for p in "${ports[@]}"; do curl -fsS http://127.0.0.1:$p/metrics >"$KEEP_LOGS/metrics-$p.txt" || true; done
 fi
 grep -h 'level=ERROR' "$work"/*.log | head -5 || true
 if ((status)); then

@@ -44,6 +44,10 @@ for _ in $(seq 1 300); do [[ -s "$work/url" ]] && break; sleep 0.1; done
 db=$(<"$work/url")
 pgbench_db="postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable"
 bin/brops migrate up --database-url "$db" >/dev/null
+# BENCH_DDL=FILE runs a SQL file on the migrated database, before anything starts: an earlier
+# function definition (a migration's Down section), to measure a change that is only a migration
+# with the same binaries. Scratch only, like claimloop.sh --ddl: never a product change.
+if [[ -n "${BENCH_DDL:-}" ]]; then psql -q -v ON_ERROR_STOP=1 "$db" -f "$BENCH_DDL" >/dev/null; fi
 if [[ -n "${PG_STATEMENTS:-}" ]]; then psql -q "$db" -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' >/dev/null; fi
 
 # pg_top_statements: the statements that used the most time (PG_STATEMENTS=1 runs), then those

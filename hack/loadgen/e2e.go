@@ -66,7 +66,7 @@ func runE2E(args []string) error {
 	installations := fs.Int("installations", 10, "installations the repositories are spread over")
 	rate := fs.Float64("rate", 0, "pushes per second (0: as fast as the senders go)")
 	concurrency := fs.Int("concurrency", 16, "concurrent senders")
-	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URL (claim latency, effects per claim)")
+	dispatcherMetrics := fs.String("dispatcher-metrics", "", "dispatcher /metrics URLs, comma-separated, one per replica (claim latency, effects per claim: of all together)")
 	lifecycleMetrics := fs.String("lifecycle-metrics", "", "lifecycle /metrics URL (jobs per claim)")
 	pids := fs.String("pids", "", "name=pid,… of the services whose peak RSS to report")
 	pgbenchURL := fs.String("pgbench-database-url", "", "when set, pgbench -N -c 8 -j 2 on this database after the run")
@@ -108,7 +108,7 @@ func runE2E(args []string) error {
 	if *dispatcherMetrics != "" {
 		last := -1.0
 		for ctx.Err() == nil && time.Since(progressed) < *stall {
-			c := scrapeCounter(*dispatcherMetrics, completedCheckRuns)
+			c := sumOver(*dispatcherMetrics, func(url string) float64 { return scrapeCounter(url, completedCheckRuns) })
 			if c >= float64(*runs-int(failures)) {
 				break
 			}
@@ -397,40 +397,47 @@ func scrapeCounter(url, prefix string) float64 {
 
 var bucketLine = regexp.MustCompile(`^boardreadyops_outbox_claim_duration_seconds_bucket\{le="([^"]+)"\} ([0-9.e+]+)`)
 
+// sumOver adds one figure read from each of the comma-separated URLs (the replicas of a service);
+// -1 when any cannot be read.
+func sumOver(urls string, read func(url string) float64) float64 {
+	total := 0.0
+	for _, url := range strings.Split(urls, ",") {
+		v := read(url)
+		if v < 0 {
+			return -1
+		}
+		total += v
+	}
+	return total
+}
+
 // perClaim is the count of a processed-items counter (every label) over the count of a claim
 // latency histogram (every claim, the empty ones too): how many items one claim brought on
 // average. Each claim and each batch completion has a fixed cost, so this is what the batching
 // settings buy; -1 when the metrics cannot be read.
-func perClaim(url, processed, claimHistogram string) float64 {
-	items, claims := scrapeSum(url, processed, ""), scrapeCounter(url, claimHistogram+"_count ")
+func perClaim(urls, processed, claimHistogram string) float64 {
+	items := sumOver(urls, func(url string) float64 { return scrapeSum(url, processed, "") })
+	claims := sumOver(urls, func(url string) float64 { return scrapeCounter(url, claimHistogram+"_count ") })
 	if items < 0 || claims <= 0 {
 		return -1
 	}
 	return items / claims
 }
 
-// scrapeClaimQuantiles reads the dispatcher's claim latency histogram and returns the p50 and p99
-// upper bucket bounds in milliseconds.
-func scrapeClaimQuantiles(url string) (float64, float64) {
-	resp, err := metricsClient.Get(url)
-	if err != nil {
-		return -1, -1
-	}
-	defer drainClose(resp.Body)
+// scrapeClaimQuantiles reads the dispatchers' claim latency histograms (comma-separated URLs, one
+// per replica; their buckets added) and returns the p50 and p99 upper bucket bounds in
+// milliseconds.
+func scrapeClaimQuantiles(urls string) (float64, float64) {
 	type bucket struct{ le, count float64 }
-	var bs []bucket
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if m := bucketLine.FindStringSubmatch(sc.Text()); m != nil {
-			le, err1 := strconv.ParseFloat(m[1], 64)
-			c, err2 := strconv.ParseFloat(m[2], 64)
-			if m[1] == "+Inf" {
-				le, err1 = 1e9, nil
-			}
-			if err1 == nil && err2 == nil {
-				bs = append(bs, bucket{le, c})
-			}
+	counts := map[float64]float64{}
+	for _, url := range strings.Split(urls, ",") {
+		if !scrapeClaimBuckets(url, counts) {
+			return -1, -1
 		}
+	}
+	var bs []bucket
+	for le, c := range counts {
+		bs = append(bs, bucket{le, c})
 	}
 	sort.Slice(bs, func(i, j int) bool { return bs[i].le < bs[j].le })
 	if len(bs) == 0 || bs[len(bs)-1].count == 0 {
@@ -446,6 +453,29 @@ func scrapeClaimQuantiles(url string) (float64, float64) {
 		return -1
 	}
 	return q(0.5), q(0.99)
+}
+
+// scrapeClaimBuckets adds one dispatcher's claim latency buckets to counts (+Inf as 1e9 s).
+func scrapeClaimBuckets(url string, counts map[float64]float64) bool {
+	resp, err := metricsClient.Get(url)
+	if err != nil {
+		return false
+	}
+	defer drainClose(resp.Body)
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if m := bucketLine.FindStringSubmatch(sc.Text()); m != nil {
+			le, err1 := strconv.ParseFloat(m[1], 64)
+			c, err2 := strconv.ParseFloat(m[2], 64)
+			if m[1] == "+Inf" {
+				le, err1 = 1e9, nil
+			}
+			if err1 == nil && err2 == nil {
+				counts[le] += c
+			}
+		}
+	}
+	return sc.Err() == nil
 }
 
 // peakRSS reads VmHWM (peak resident set) of each name=pid.
