@@ -11,20 +11,26 @@
 --    installations it claims, every release batch those it releases, every budget record those
 --    it records; so a claim waited for another replica's claim to commit (its WAL flush
 --    included), or for a whole release batch, whenever one of their installations had another
---    effect among its candidates. Now it inserts only the installations the statement's snapshot
---    has no row for: a known installation costs the same one index probe and waits for nothing.
---    A row another claim is creating at the same moment is still waited for, in key order.
+--    effect among its candidates. Now it first reads which of them have a row (a primary-key probe
+--    each, as the insertion's check was) and inserts only the others, when there are any: a known
+--    installation waits for nothing. A row another claim is creating at the same moment is still
+--    waited for, in key order.
 -- 2. Its gate locked, with SKIP LOCKED, the rows of the first p_limit candidate installations
 --    (00034). Replicas read the same oldest candidates, so a claim beside another found those rows
---    locked and came back with nothing while the queue was full (four pgbench clients claiming 8 at
---    a time, back to back: 1,622 to 1,639 of 2,400 claims empty in three runs). Now the limit
---    counts the rows it locked: it takes the rows in the order of their oldest candidate, skips
---    those another claim holds, and stops at p_limit (430 and 433 of 2,400 empty in two runs,
---    nearly all the rest full). Still at most p_limit rows locked; the plan probes the primary key
---    in that order and stops there.
+--    locked and came back with nothing while the queue was full (hack/bench/pacedclaims.sh: four
+--    clients claiming 8 at a time, back to back, at the default pace: 1,608 to 1,624 of 2,400
+--    claims empty in three rounds). Now the limit counts the rows that pass the gate: it locks the
+--    rows in the order of their oldest candidate, skips those another claim holds, and stops when
+--    p_limit have passed (99 to 108 of 2,400 empty, nearly all the rest full). The plan probes the
+--    primary key in that order and stops there. A row that another replica's claim changed and
+--    committed after this statement's snapshot is locked at its newest version, rechecked, and,
+--    when it no longer passes, skipped but left locked until this claim commits: in that race more
+--    than p_limit rows can be held for the length of the claim (before, at most p_limit); nothing
+--    waits on them but a release, budget record or block of that installation, for that long.
 --
 -- The pacing is unchanged: a row is claimed from only under its lock, rechecked against its latest
--- version. Only a function definition changes: no table lock.
+-- version. The missing rows are inserted in key order whatever the plan. Only a function
+-- definition changes: no table lock.
 
 -- +goose Up
 -- +goose StatementBegin
@@ -50,6 +56,7 @@ DECLARE
     v_installations bigint[];
     v_distinct      bigint[];
     v_order         bigint[];
+    v_missing       bigint[];
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -88,14 +95,22 @@ BEGIN
     END IF;
     v_distinct := ARRAY(SELECT DISTINCT i FROM unnest(v_installations) i ORDER BY i);
     -- An installation's first claim creates its row (in key order: concurrent claims creating
-    -- the same rows wait for each other instead of deadlocking). Only the rows this statement's
-    -- snapshot does not show are inserted: ON CONFLICT's check waits for any open transaction
-    -- that updated the conflicting row, so inserting every candidate installation made a claim
-    -- wait for another replica's claim or a release batch to commit (00064).
-    INSERT INTO public.github_installation_limits (installation_id, updated_at)
-    SELECT i, v_now FROM unnest(v_distinct) i
-    WHERE NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
-    ON CONFLICT (installation_id) DO NOTHING;
+    -- the same rows wait for each other instead of deadlocking). Only the installations found
+    -- without one are inserted, and they are found by primary key (a generic plan of an anti-join
+    -- could hash the whole table): ON CONFLICT's check waits for any open transaction that updated
+    -- the conflicting row, so inserting every candidate installation made a claim wait for
+    -- another replica's claim or a release batch to commit (00064).
+    v_missing := ARRAY(
+        SELECT d.i FROM unnest(v_distinct) AS d(i)
+        EXCEPT
+        SELECT l.installation_id FROM public.github_installation_limits l WHERE l.installation_id = ANY (v_distinct)
+        ORDER BY 1);
+    IF cardinality(v_missing) > 0 THEN
+        INSERT INTO public.github_installation_limits (installation_id, updated_at)
+        SELECT m.i, v_now FROM unnest(v_missing) WITH ORDINALITY AS m(i, ord)
+        ORDER BY m.ord
+        ON CONFLICT (installation_id) DO NOTHING;
+    END IF;
     -- Each candidate installation once, in the order of its oldest candidate.
     v_order := ARRAY(
         SELECT c.installation_id FROM unnest(v_installations) WITH ORDINALITY AS c(installation_id, ord)
@@ -106,10 +121,11 @@ BEGIN
     WITH gate AS (
         -- The first p_limit candidate installations, in the order of their oldest candidate, whose
         -- rows pass the gate and are not locked by another claim: a claim takes at most p_limit
-        -- effects, and every installation that passes gives at least one, so only p_limit rows
-        -- are locked (00034). The limit counts rows locked, so a claim running beside another
-        -- passes over the installations that one holds to the next ones (00064), instead of
-        -- coming back with nothing while the queue is full.
+        -- effects, and every installation that passes gives at least one, so no more are needed
+        -- (00034). The limit counts rows that passed, so a claim running beside another passes
+        -- over the installations that one holds to the next ones (00064), instead of coming back
+        -- with nothing while the queue is full. (A row that fails its recheck against a version
+        -- committed since the snapshot stays locked, uncounted, until the claim commits.)
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
         FROM unnest(v_order) WITH ORDINALITY AS f(installation_id, ord)

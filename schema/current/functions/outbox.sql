@@ -178,6 +178,7 @@ DECLARE
     v_installations bigint[];
     v_distinct      bigint[];
     v_order         bigint[];
+    v_missing       bigint[];
 BEGIN
     IF p_worker IS NULL OR length(p_worker) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'worker must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -216,14 +217,22 @@ BEGIN
     END IF;
     v_distinct := ARRAY(SELECT DISTINCT i FROM unnest(v_installations) i ORDER BY i);
     -- An installation's first claim creates its row (in key order: concurrent claims creating
-    -- the same rows wait for each other instead of deadlocking). Only the rows this statement's
-    -- snapshot does not show are inserted: ON CONFLICT's check waits for any open transaction
-    -- that updated the conflicting row, so inserting every candidate installation made a claim
-    -- wait for another replica's claim or a release batch to commit (00064).
-    INSERT INTO public.github_installation_limits (installation_id, updated_at)
-    SELECT i, v_now FROM unnest(v_distinct) i
-    WHERE NOT EXISTS (SELECT 1 FROM public.github_installation_limits l WHERE l.installation_id = i)
-    ON CONFLICT (installation_id) DO NOTHING;
+    -- the same rows wait for each other instead of deadlocking). Only the installations found
+    -- without one are inserted, and they are found by primary key (a generic plan of an anti-join
+    -- could hash the whole table): ON CONFLICT's check waits for any open transaction that updated
+    -- the conflicting row, so inserting every candidate installation made a claim wait for
+    -- another replica's claim or a release batch to commit (00064).
+    v_missing := ARRAY(
+        SELECT d.i FROM unnest(v_distinct) AS d(i)
+        EXCEPT
+        SELECT l.installation_id FROM public.github_installation_limits l WHERE l.installation_id = ANY (v_distinct)
+        ORDER BY 1);
+    IF cardinality(v_missing) > 0 THEN
+        INSERT INTO public.github_installation_limits (installation_id, updated_at)
+        SELECT m.i, v_now FROM unnest(v_missing) WITH ORDINALITY AS m(i, ord)
+        ORDER BY m.ord
+        ON CONFLICT (installation_id) DO NOTHING;
+    END IF;
     -- Each candidate installation once, in the order of its oldest candidate.
     v_order := ARRAY(
         SELECT c.installation_id FROM unnest(v_installations) WITH ORDINALITY AS c(installation_id, ord)
@@ -234,10 +243,11 @@ BEGIN
     WITH gate AS (
         -- The first p_limit candidate installations, in the order of their oldest candidate, whose
         -- rows pass the gate and are not locked by another claim: a claim takes at most p_limit
-        -- effects, and every installation that passes gives at least one, so only p_limit rows
-        -- are locked (00034). The limit counts rows locked, so a claim running beside another
-        -- passes over the installations that one holds to the next ones (00064), instead of
-        -- coming back with nothing while the queue is full.
+        -- effects, and every installation that passes gives at least one, so no more are needed
+        -- (00034). The limit counts rows that passed, so a claim running beside another passes
+        -- over the installations that one holds to the next ones (00064), instead of coming back
+        -- with nothing while the queue is full. (A row that fails its recheck against a version
+        -- committed since the snapshot stays locked, uncounted, until the claim commits.)
         SELECT l.installation_id,
                p_per_installation - CASE WHEN l.in_flight_expires_at > v_now THEN l.in_flight ELSE 0 END AS room
         FROM unnest(v_order) WITH ORDINALITY AS f(installation_id, ord)
