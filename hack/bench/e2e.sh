@@ -76,10 +76,10 @@ METRICS_ADDR=127.0.0.1:19292 BOARDREADYOPS_DB_MAX_CONNS=${E2E_LIFECYCLE_CONNS:-8
 pids+=($!); lifecycle_pid=$!
 ports=(19291 19292) dispatcher_metrics=() dispatcher_pids=()
 for i in $(seq 1 "$dispatchers"); do
-	port=$((19292 + i)) name=outbox-dispatcher$( ((i == 1)) || echo "-$i")
-	METRICS_ADDR=127.0.0.1:$port BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-16} BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
+	mport=$((19292 + i)) name=outbox-dispatcher$( ((i == 1)) || echo "-$i")
+	METRICS_ADDR=127.0.0.1:$mport BOARDREADYOPS_DB_MAX_CONNS=${E2E_DISPATCHER_CONNS:-16} BOARDREADYOPS_DISPATCHER_CONCURRENCY=${E2E_DISPATCHER_CONCURRENCY:-64} BOARDREADYOPS_DISPATCHER_BATCH_SIZE=${E2E_DISPATCHER_BATCH:-64} \
 		BOARDREADYOPS_DISPATCHER_PER_INSTALLATION=$per_installation bin/outbox-dispatcher >"$work/${name#outbox-}.log" 2>&1 &
-	pids+=($!); ports+=("$port"); dispatcher_metrics+=("http://127.0.0.1:$port/metrics"); dispatcher_pids+=("$name=$!")
+	pids+=($!); ports+=("$mport"); dispatcher_metrics+=("http://127.0.0.1:$mport/metrics"); dispatcher_pids+=("$name=$!")
 done
 for p in "${ports[@]}"; do wait_ready http://127.0.0.1:$p/readyz; done
 

@@ -2,6 +2,8 @@
 # directory, migrated, with cleanup of every process on exit. Source it; it sets $work, $db
 # (the product database URL) and $pgbench_db (a separate database on the same server).
 set -euo pipefail
+# BENCH_DDL (below) is a path from where the script was started.
+if [[ -n "${BENCH_DDL:-}" ]]; then BENCH_DDL=$(realpath "$BENCH_DDL"); fi
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 # The toolchain go.work requires (Makefile, GO_TOOLCHAIN), for the go commands below.
 export GOTOOLCHAIN=${GOTOOLCHAIN:-go$(sed -n 's/^go //p' go.work)}

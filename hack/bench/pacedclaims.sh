@@ -5,14 +5,15 @@
 # installation, 1 s between mutations) from one backlog: 20,000 check-run creations of 20,000
 # installations whose pacing rows exist, as in a deployment in service. Nothing is delivered or
 # released, so every installation gives one effect. Each round runs the schema up to --base (the
-# claim before 00064 by default) and the current one, on fresh copies of the same fixture,
+# claim before 00064 by default) and the current one, each on a fresh copy of its fixture,
 # alternately, and prints for each: claims/s, effects/s, effects per claim and how many claims came
-# back empty or full; then the medians.
+# back empty or full; then the medians. The two sides' fixtures are made by the same script (the
+# effects in a random order, each side its own), not copied from one database.
 #
 #   hack/bench/pacedclaims.sh [--clients 4] [--batch 8] [--claims 600] [--count 3] [--base 63]
 #
-# --claims is per client; clients × claims × batch must stay under 20,000 so that the backlog never
-# runs out and an empty claim means a claim that missed.
+# --claims is per client; clients × claims × batch + 4 × batch (a claim's candidates) must stay
+# within 20,000, so that the backlog never runs short and an empty claim means a claim that missed.
 clients=4 batch=8 claims=600 count=3 base=63
 while (($#)); do
 	case "$1" in
@@ -26,7 +27,9 @@ while (($#)); do
 	esac
 done
 n=20000
-((clients * claims * batch < n)) || { echo "clients × claims × batch must be under $n" >&2; exit 2; }
+((batch <= 1000)) || { echo "--batch is at most 1000 (the claim's limit)" >&2; exit 2; }
+((clients * claims * batch + 4 * batch <= n)) || { echo "clients × claims × batch + 4 × batch must be at most $n" >&2; exit 2; }
+[[ -z "${BENCH_DDL:-}" ]] || { echo "BENCH_DDL would change only the current side; --base sets the other" >&2; exit 2; }
 source "$(dirname "$0")/lib.sh"
 
 server=${db%%\?*}

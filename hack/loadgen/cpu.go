@@ -98,9 +98,10 @@ func formatCPU(cpu map[string]float64, wall float64, runs int) string {
 // the load to the next.
 var services = []string{"ingest", "lifecycle", "outbox-dispatcher"}
 
-// postgresPerServiceCPU is PostgreSQL's CPU over the three services' CPU. The machine's noise (a
-// neighbour, a slower core) scales both alike and cancels; a change in PostgreSQL's work per run,
-// such as a worse plan, does not.
+// postgresPerServiceCPU is PostgreSQL's CPU over the three services' CPU, every replica of each
+// counted ("outbox-dispatcher-2", … beside "outbox-dispatcher"). The machine's noise (a neighbour,
+// a slower core) scales both alike and cancels; a change in PostgreSQL's work per run, such as a
+// worse plan, does not.
 func postgresPerServiceCPU(cpu map[string]float64) (float64, bool) {
 	pg, ok := cpu["postgres"]
 	if !ok {
@@ -113,6 +114,11 @@ func postgresPerServiceCPU(cpu map[string]float64) (float64, bool) {
 			return 0, false
 		}
 		sum += v
+		for name, v := range cpu {
+			if replica, ok := strings.CutPrefix(name, n+"-"); ok && replica != "" && strings.Trim(replica, "0123456789") == "" {
+				sum += v
+			}
+		}
 	}
 	if sum <= 0 {
 		return 0, false

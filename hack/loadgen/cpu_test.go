@@ -17,6 +17,7 @@ func TestPostgresPerServiceCPU(t *testing.T) {
 		{"the three services, not the simulator", all, 179.1 / 76, true},
 		{"no PostgreSQL", map[string]float64{"ingest": 1, "lifecycle": 1, "outbox-dispatcher": 1}, 0, false},
 		{"a service missing", map[string]float64{"ingest": 1, "lifecycle": 1, "postgres": 3}, 0, false},
+		{"every dispatcher replica", map[string]float64{"ingest": 1, "lifecycle": 1, "outbox-dispatcher": 1, "outbox-dispatcher-2": 2, "outbox-dispatcher-x": 5, "postgres": 10}, 2, true},
 		{"no service CPU", map[string]float64{"ingest": 0, "lifecycle": 0, "outbox-dispatcher": 0, "postgres": 3}, 0, false},
 	}
 	for _, tt := range tests {
