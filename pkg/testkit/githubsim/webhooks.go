@@ -46,10 +46,20 @@ func (s *Simulator) Deliveries() []HookDelivery {
 // RecordDelivery adds a delivery to the App's delivery log without sending it (tests of
 // redelivery: a delivery GitHub attempted that failed).
 func (s *Simulator) RecordDelivery(guid, event, action string, statusCode int, payload []byte, at time.Time) int64 {
+	return s.record(guid, event, action, statusCode, payload, at, false)
+}
+
+// RecordRedelivery records a redelivery attempt (listed with "redelivery": true), as
+// RecordDelivery records a first delivery.
+func (s *Simulator) RecordRedelivery(guid, event, action string, statusCode int, payload []byte, at time.Time) int64 {
+	return s.record(guid, event, action, statusCode, payload, at, true)
+}
+
+func (s *Simulator) record(guid, event, action string, statusCode int, payload []byte, at time.Time, redelivery bool) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	d := &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: at, StatusCode: statusCode, Status: deliveryStatus(statusCode),
-		Event: event, Action: action, payload: payload}
+	d := &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: at, Redelivery: redelivery, StatusCode: statusCode,
+		Status: deliveryStatus(statusCode), Event: event, Action: action, payload: payload}
 	s.deliveries = append(s.deliveries, d)
 	return d.ID
 }

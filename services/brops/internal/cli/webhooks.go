@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"sort"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/boardreadyops/cloud/pkg/githubapp"
@@ -24,6 +27,31 @@ type redelivery struct {
 	Error       string    `json:"error,omitempty"`
 }
 
+// receivedDeliveries returns which of guids reached ingest: stored in the inbox, or ignored with
+// their body digest recorded under their GUID. Digests are read from notBefore on (less an hour
+// for the clocks of GitHub and the database), through their received_at index.
+func receivedDeliveries(ctx context.Context, pool *pgxpool.Pool, guids []string, notBefore time.Time) (map[string]bool, error) {
+	received := map[string]bool{}
+	if len(guids) == 0 {
+		return received, nil
+	}
+	rows, err := pool.Query(ctx, `SELECT delivery_id FROM webhook_inbox WHERE delivery_id = ANY($1)
+		UNION
+		SELECT delivery_id FROM webhook_body_digests WHERE received_at >= $2 AND delivery_id = ANY($1)`,
+		guids, notBefore.Add(-time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox and body digests: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("read the inbox and body digests: %w", err)
+	}
+	for _, id := range ids {
+		received[id] = true
+	}
+	return received, nil
+}
+
 func newWebhooksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "webhooks", Short: "Work with the App's webhook deliveries on GitHub"}
 	var since time.Duration
@@ -39,9 +67,13 @@ last --since (GET /app/hook/deliveries, as the App), and for every delivery GUID
 successful attempt and is not in webhook_inbox, requests one redelivery of its newest attempt
 (POST /app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
 from a CronJob) is safe; each run requests each missing GUID at most once, and at most
---max-requests in total. After a point-in-time restore, --include-delivered also requests the
-GUIDs GitHub delivered successfully but the restored inbox no longer holds (brops restore fence
-prints the command).`,
+--max-requests in total, the oldest first (run it again for the rest). After a point-in-time
+restore, --include-delivered also requests the GUIDs GitHub delivered successfully but the
+restored database no longer knows (brops restore fence prints the command), except those
+redelivered since the newest fence and answered 2xx: they reached ingest after the restore, and
+one it filtered leaves no row (docs/webhooks.md), so they are not asked again and repeated runs
+come to an end. A delivery ingest received but does not store (an event or action lifecycle
+ignores) counts as received: its body digest is recorded under its GUID.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since <= 0 || since > 72*time.Hour {
@@ -67,10 +99,20 @@ prints the command).`,
 			if err != nil {
 				return err
 			}
-			// Per GUID: did any attempt succeed, and which attempt is the newest.
+			// After a restore, a GUID redelivered successfully since the newest restore fence has
+			// reached ingest since: stored, ignored or filtered (a filtered delivery leaves no row
+			// at all, docs/webhooks.md), asking again cannot change what it did.
+			var fencedAt *time.Time
+			if includeDelivered {
+				if err := pool.QueryRow(cmd.Context(), `SELECT max(fenced_at) FROM restore_fences`).Scan(&fencedAt); err != nil {
+					return fmt.Errorf("read the restore fences: %w", err)
+				}
+			}
+			// Per GUID: did any attempt succeed, did one since the fence as a redelivery, and
+			// which attempt is the newest.
 			type state struct {
-				ok     bool
-				newest githubapp.HookDelivery
+				ok, arrived bool
+				newest      githubapp.HookDelivery
 			}
 			byGUID := map[string]*state{}
 			for _, a := range attempts {
@@ -81,44 +123,45 @@ prints the command).`,
 				}
 				if a.StatusCode >= 200 && a.StatusCode < 300 {
 					s.ok = true
+					if a.Redelivery && fencedAt != nil && !a.DeliveredAt.Before(*fencedAt) {
+						s.arrived = true
+					}
 				}
 				if a.DeliveredAt.After(s.newest.DeliveredAt) {
 					s.newest = a
 				}
 			}
 			var failed []string
+			arrived := 0
 			for guid, s := range byGUID {
-				if !s.ok || includeDelivered {
+				switch {
+				case includeDelivered && s.arrived:
+					arrived++
+				case !s.ok || includeDelivered:
 					failed = append(failed, guid)
 				}
 			}
-			// Deliveries that failed on GitHub's side but were stored anyway (e.g. a timeout after
-			// the commit) need nothing.
-			inInbox := map[string]bool{}
-			if len(failed) > 0 {
-				rows, err := pool.Query(cmd.Context(), `SELECT delivery_id FROM webhook_inbox WHERE delivery_id = ANY($1)`, failed)
-				if err != nil {
-					return fmt.Errorf("read inbox: %w", err)
-				}
-				for rows.Next() {
-					var id string
-					if err := rows.Scan(&id); err != nil {
-						return err
-					}
-					inInbox[id] = true
-				}
-				rows.Close()
+			// Deliveries that failed on GitHub's side but reached ingest anyway (e.g. a timeout
+			// after the commit) need nothing: those stored are in the inbox, those ignored have
+			// their body digest recorded under their GUID. Without the second, every ignored
+			// delivery would look missing to --include-delivered at every run, and, oldest first,
+			// fill --max-requests before the deliveries a restore really lost.
+			received, err := receivedDeliveries(cmd.Context(), pool, failed, time.Now().Add(-since))
+			if err != nil {
+				return err
 			}
 			var out []redelivery
 			for _, guid := range failed {
-				if inInbox[guid] {
+				if received[guid] {
 					continue
 				}
 				n := byGUID[guid].newest
 				out = append(out, redelivery{GUID: guid, AttemptID: n.ID, Event: n.Event, Action: n.Action, DeliveredAt: n.DeliveredAt, StatusCode: n.StatusCode})
 			}
 			sort.Slice(out, func(i, j int) bool { return out[i].DeliveredAt.Before(out[j].DeliveredAt) })
+			left := 0
 			if len(out) > maxRequests {
+				left = len(out) - maxRequests
 				out = out[:maxRequests]
 			}
 			failures := 0
@@ -139,7 +182,13 @@ prints the command).`,
 				if includeDelivered {
 					what = "missing from the inbox"
 				}
-				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d %s\n", len(attempts), since, len(byGUID), len(out), what)
+				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d %s\n", len(attempts), since, len(byGUID), len(out)+left, what)
+				if arrived > 0 {
+					fmt.Fprintf(w, "%d redelivered since the restore fence (%s) and answered 2xx: not asked again\n", arrived, fencedAt.UTC().Format(time.RFC3339))
+				}
+				if left > 0 {
+					fmt.Fprintf(w, "the oldest %d taken (--max-requests); %d left for the next run\n", len(out), left)
+				}
 				if len(out) > 0 {
 					fmt.Fprintln(w, "GUID\tEVENT\tDELIVERED\tSTATUS\tRESULT")
 				}
