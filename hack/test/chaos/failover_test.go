@@ -314,8 +314,7 @@ func TestFailoverAsynchronous(t *testing.T) {
 	e.dumpOnFailure()
 	e.svc["outbox-dispatcher"].Start(t)
 	e.svc["outbox-dispatcher"].WaitReady(t)
-	args := strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops "))
-	e.brops(append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)...)
+	e.redeliverAll(strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops ")))
 	e.closeHoldAfter(lost)
 	r := e.check("failover, asynchronous standby", runs)
 	if r.Duplicates != 0 || r.Lost != 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,7 +86,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	if len(args) < 4 || args[0] != "webhooks" {
 		t.Fatalf("fence printed %q", fence.Redeliver)
 	}
-	e.brops(append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)...)
+	e.redeliverAll(args)
 	e.closeHoldAfter(lost)
 	pending := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' AND status = 'reconciliation_required'`)
 
@@ -206,6 +207,53 @@ func (e *env) dumpOnFailure() {
 		}
 	})
 }
+
+// redeliverAll runs the redelivery command a fence printed (args, without "brops") as the runbook
+// says (docs/operations.md, "Runbook: backup and restore", step 5): while a run leaves deliveries
+// for the next one (more were missing than --max-requests), it waits until those it requested
+// have arrived — a dry run lists only the ones left — and runs it again.
+func (e *env) redeliverAll(args []string) {
+	e.t.Helper()
+	args = append(args, "--github-api-url", e.gh.URL+"/", "--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+	missing := func(out string) int {
+		m := missingLine.FindStringSubmatch(out)
+		if m == nil {
+			e.t.Fatalf("brops webhooks redeliver printed no count of missing deliveries:\n%s", out)
+		}
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	for run := 1; ; run++ {
+		out := string(e.brops(args...))
+		head, _, _ := strings.Cut(out, "\n")
+		e.t.Logf("redeliver, run %d: %s", run, head)
+		m := leftLine.FindStringSubmatch(out)
+		if m == nil {
+			return
+		}
+		if run == 5 {
+			e.t.Fatalf("redelivery still leaves deliveries after %d runs:\n%s", run, head)
+		}
+		left, _ := strconv.Atoi(m[1])
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			dry := string(e.brops(append(args, "--dry-run")...))
+			if missing(dry) <= left {
+				break
+			}
+			if time.Now().After(deadline) {
+				lines := strings.Split(dry, "\n")
+				e.t.Fatalf("the redeliveries of run %d did not all arrive in 60 s; a dry run:\n%s", run, strings.Join(lines[:min(len(lines), 20)], "\n"))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+var (
+	missingLine = regexp.MustCompile(`GUIDs, (\d+) missing from the inbox`)
+	leftLine    = regexp.MustCompile(`; (\d+) left for the next run`)
+)
 
 // closeHoldAfter waits until the redelivered deliveries (ids) are in the inbox — GitHub sends
 // redeliveries asynchronously — and processed, and the check-run creations done, so that every
