@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -167,9 +168,14 @@ func TestRedeliverRole(t *testing.T) {
 	ctx := context.Background()
 	dbURL := pgtest.NewURL(t)
 	redeliver := pgtest.NewLoginPool(t, dbURL, "boardreadyops_redeliver")
-	// The statement brops webhooks redeliver runs.
-	if _, err := redeliver.Exec(ctx, `SELECT delivery_id FROM webhook_inbox WHERE delivery_id = ANY($1)`, []string{"a", "b"}); err != nil {
+	// The statements brops webhooks redeliver runs (00065: the digests' delivery ids, the fence's time).
+	if _, err := redeliver.Exec(ctx, `SELECT delivery_id FROM webhook_inbox WHERE delivery_id = ANY($1)
+		UNION
+		SELECT delivery_id FROM webhook_body_digests WHERE received_at >= $2 AND delivery_id = ANY($1)`, []string{"a", "b"}, time.Now()); err != nil {
 		t.Fatalf("redeliver cannot read delivery ids: %v", err)
+	}
+	if _, err := redeliver.Exec(ctx, `SELECT max(fenced_at) FROM restore_fences`); err != nil {
+		t.Fatalf("redeliver cannot read the restore fences' times: %v", err)
 	}
 	if _, err := redeliver.Exec(ctx, `SELECT boardreadyops_schema_version()`); err != nil {
 		t.Fatalf("redeliver cannot read the schema version: %v", err)
@@ -181,6 +187,8 @@ func TestRedeliverRole(t *testing.T) {
 		`SELECT count(*) FROM control_plane_jobs`,
 		`SELECT count(*) FROM installations`,
 		`SELECT count(*) FROM control_plane_audit`,
+		`SELECT payload_sha256 FROM webhook_body_digests`,
+		`SELECT reason FROM restore_fences`,
 		`INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256) VALUES ('d', 'ping', '{}', sha256('x'::bytea))`,
 		`DELETE FROM webhook_inbox`,
 		`SELECT * FROM boardreadyops_control_plane_outbox_stats()`,

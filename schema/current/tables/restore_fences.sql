@@ -36,3 +36,6 @@ CREATE INDEX restore_fences_open_idx ON public.restore_fences USING btree (id) W
 
 -- ACL TABLE restore_fences
 GRANT SELECT ON TABLE public.restore_fences TO boardreadyops_admin;
+
+-- ACL COLUMN restore_fences.fenced_at
+GRANT SELECT(fenced_at) ON TABLE public.restore_fences TO boardreadyops_redeliver;

@@ -21,3 +21,9 @@ CREATE INDEX webhook_body_digests_received_at_idx ON public.webhook_body_digests
 
 -- ACL TABLE webhook_body_digests
 GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE public.webhook_body_digests TO boardreadyops_admin;
+
+-- ACL COLUMN webhook_body_digests.delivery_id
+GRANT SELECT(delivery_id) ON TABLE public.webhook_body_digests TO boardreadyops_redeliver;
+
+-- ACL COLUMN webhook_body_digests.received_at
+GRANT SELECT(received_at) ON TABLE public.webhook_body_digests TO boardreadyops_redeliver;
