@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
 
 func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
@@ -121,6 +122,17 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "153 missing from the inbox") || !strings.Contains(out, "the oldest 10 taken (--max-requests); 143 left for the next run") ||
 		!strings.Contains(out, "1 redelivered since the restore fence") {
 		t.Fatalf("--max-requests 10: %d\n%s", code, out)
+	}
+	// The chart's CronJob runs it as the redelivery login, which reads only what it needs (00065).
+	login := map[string]string{}
+	for k, v := range env {
+		login[k] = v
+	}
+	login["DATABASE_URL"] = pgtest.NewLogin(t, env["DATABASE_URL"], "boardreadyops_redeliver")
+	for _, args := range [][]string{{"--dry-run"}, {"--include-delivered", "--dry-run"}} {
+		if code, out, errOut := run(t, login, append([]string{"webhooks", "redeliver", "--since", "6h"}, args...)...); code != 0 {
+			t.Fatalf("as the redelivery login, %v: %d %s %s", args, code, out, errOut)
+		}
 	}
 	if code, _, errOut := run(t, env, "webhooks", "redeliver", "--since", "100h"); code != 2 || !strings.Contains(errOut, "at most 72h") {
 		t.Fatalf("--since 100h: %d %s", code, errOut)
