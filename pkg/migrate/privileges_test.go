@@ -174,7 +174,7 @@ func TestRedeliverRole(t *testing.T) {
 		SELECT delivery_id FROM webhook_body_digests WHERE received_at >= $2 AND delivery_id = ANY($1)`, []string{"a", "b"}, time.Now()); err != nil {
 		t.Fatalf("redeliver cannot read delivery ids: %v", err)
 	}
-	if _, err := redeliver.Exec(ctx, `SELECT max(fenced_at) FROM restore_fences`); err != nil {
+	if _, err := redeliver.Exec(ctx, `SELECT max(fenced_at) FROM restore_fences WHERE closed_at IS NULL`); err != nil {
 		t.Fatalf("redeliver cannot read the restore fences' times: %v", err)
 	}
 	if _, err := redeliver.Exec(ctx, `SELECT boardreadyops_schema_version()`); err != nil {

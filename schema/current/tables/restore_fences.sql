@@ -39,3 +39,6 @@ GRANT SELECT ON TABLE public.restore_fences TO boardreadyops_admin;
 
 -- ACL COLUMN restore_fences.fenced_at
 GRANT SELECT(fenced_at) ON TABLE public.restore_fences TO boardreadyops_redeliver;
+
+-- ACL COLUMN restore_fences.closed_at
+GRANT SELECT(closed_at) ON TABLE public.restore_fences TO boardreadyops_redeliver;

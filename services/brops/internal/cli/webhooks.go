@@ -70,10 +70,11 @@ from a CronJob) is safe; each run requests each missing GUID at most once, and a
 --max-requests in total, the oldest first (run it again for the rest). After a point-in-time
 restore, --include-delivered also requests the GUIDs GitHub delivered successfully but the
 restored database no longer knows (brops restore fence prints the command), except those
-redelivered since the newest fence and answered 2xx: they reached ingest after the restore, and
-one it filtered leaves no row (docs/webhooks.md), so they are not asked again and repeated runs
-come to an end. A delivery ingest received but does not store (an event or action lifecycle
-ignores) counts as received: its body digest is recorded under its GUID.`,
+delivered or redelivered with a 2xx answer since the open fence: they reached the restored
+deployment's ingest, and one it filtered leaves no row (docs/webhooks.md), so they are not asked
+again and repeated runs come to an end. A delivery ingest received but does not store (an event
+or action lifecycle ignores) counts as received: its body digest is recorded under its GUID.
+The text output says how many a run left for the next (-o json lists the requests only).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since <= 0 || since > 72*time.Hour {
@@ -99,17 +100,19 @@ ignores) counts as received: its body digest is recorded under its GUID.`,
 			if err != nil {
 				return err
 			}
-			// After a restore, a GUID redelivered successfully since the newest restore fence has
-			// reached ingest since: stored, ignored or filtered (a filtered delivery leaves no row
-			// at all, docs/webhooks.md), asking again cannot change what it did.
+			// After a restore, a GUID delivered or redelivered with a 2xx answer since the open
+			// restore fence has reached the restored deployment's ingest (the runbook keeps every
+			// service at 0 from before the restore until after the fence): stored, ignored or
+			// filtered (a filtered delivery leaves no row at all, docs/webhooks.md), asking again
+			// cannot change what it did. With no fence open, none is taken as arrived.
 			var fencedAt *time.Time
 			if includeDelivered {
-				if err := pool.QueryRow(cmd.Context(), `SELECT max(fenced_at) FROM restore_fences`).Scan(&fencedAt); err != nil {
+				if err := pool.QueryRow(cmd.Context(), `SELECT max(fenced_at) FROM restore_fences WHERE closed_at IS NULL`).Scan(&fencedAt); err != nil {
 					return fmt.Errorf("read the restore fences: %w", err)
 				}
 			}
-			// Per GUID: did any attempt succeed, did one since the fence as a redelivery, and
-			// which attempt is the newest.
+			// Per GUID: did any attempt succeed, did one since the open fence, and which attempt
+			// is the newest.
 			type state struct {
 				ok, arrived bool
 				newest      githubapp.HookDelivery
@@ -123,7 +126,7 @@ ignores) counts as received: its body digest is recorded under its GUID.`,
 				}
 				if a.StatusCode >= 200 && a.StatusCode < 300 {
 					s.ok = true
-					if a.Redelivery && fencedAt != nil && !a.DeliveredAt.Before(*fencedAt) {
+					if fencedAt != nil && !a.DeliveredAt.Before(*fencedAt) {
 						s.arrived = true
 					}
 				}
@@ -184,7 +187,7 @@ ignores) counts as received: its body digest is recorded under its GUID.`,
 				}
 				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d %s\n", len(attempts), since, len(byGUID), len(out)+left, what)
 				if arrived > 0 {
-					fmt.Fprintf(w, "%d redelivered since the restore fence (%s) and answered 2xx: not asked again\n", arrived, fencedAt.UTC().Format(time.RFC3339))
+					fmt.Fprintf(w, "%d delivered since the open restore fence (%s) and answered 2xx: not asked again\n", arrived, fencedAt.UTC().Format(time.RFC3339))
 				}
 				if left > 0 {
 					fmt.Fprintf(w, "the oldest %d taken (--max-requests); %d left for the next run\n", len(out), left)

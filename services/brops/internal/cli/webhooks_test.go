@@ -102,26 +102,40 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 		strings.Contains(got, "guid-stored-anyway") || strings.Contains(got, "guid-ignored") {
 		t.Fatalf("--include-delivered: %d, %d GUIDs %.300s", code, len(guids(out)), got)
 	}
-	// After the fence, a GUID redelivered and answered 2xx reached ingest: filtered, it left no
-	// row, and asking again could not change that. Such a GUID is not asked again; one whose
-	// redelivery failed, or came before the fence, is.
+	// While a fence is open, a GUID delivered or redelivered and answered 2xx since it reached the
+	// restored deployment's ingest: filtered, it left no row, and asking again could not change
+	// that. Such a GUID is not asked again; one whose attempt failed, or came before the fence,
+	// is. A closed fence takes none as arrived.
 	if code, out, errOut := run(t, env, "restore", "fence", "--since", now.Add(-time.Minute).UTC().Format(time.RFC3339)); code != 0 {
 		t.Fatalf("fence: %d %s %s", code, out, errOut)
 	}
 	sim.RecordRedelivery("guid-filler-0", "ping", "", 202, payload, time.Now().Add(time.Second))
+	sim.RecordDelivery("guid-after-fence", "push", "", 202, payload, time.Now().Add(time.Second))
 	sim.RecordRedelivery("guid-filler-1", "ping", "", 502, payload, time.Now().Add(time.Second))
 	sim.RecordRedelivery("guid-filler-2", "ping", "", 202, payload, now.Add(-30*time.Minute))
-	code, out, _ = run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-requests", "1000", "-o", "json")
-	got = strings.Join(guids(out), ",")
-	if code != 0 || len(guids(out)) != 2+2+149 || strings.Contains(got, "guid-filler-0:") ||
+	afterFence := func() string {
+		t.Helper()
+		code, out, _ := run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-requests", "1000", "-o", "json")
+		if code != 0 {
+			t.Fatalf("--include-delivered after a fence: %d %s", code, out)
+		}
+		return strings.Join(guids(out), ",")
+	}
+	if got := afterFence(); len(strings.Split(got, ",")) != 2+2+149 || strings.Contains(got, "guid-filler-0:") || strings.Contains(got, "guid-after-fence:") ||
 		!strings.Contains(got, "guid-filler-1:") || !strings.Contains(got, "guid-filler-2:") {
-		t.Fatalf("--include-delivered after a fence: %d, %d GUIDs %.300s", code, len(guids(out)), got)
+		t.Fatalf("--include-delivered, fence open: %d GUIDs %.300s", len(strings.Split(got, ",")), got)
 	}
 	// More than --max-requests: the oldest, and the count left for the next run.
 	code, out, _ = run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-requests", "10")
 	if code != 0 || !strings.Contains(out, "153 missing from the inbox") || !strings.Contains(out, "the oldest 10 taken (--max-requests); 143 left for the next run") ||
-		!strings.Contains(out, "1 redelivered since the restore fence") {
+		!strings.Contains(out, "2 delivered since the open restore fence") {
 		t.Fatalf("--max-requests 10: %d\n%s", code, out)
+	}
+	if code, out, errOut := run(t, env, "restore", "close"); code != 0 {
+		t.Fatalf("close: %d %s %s", code, out, errOut)
+	}
+	if got := afterFence(); len(strings.Split(got, ",")) != 2+2+150+1 {
+		t.Fatalf("--include-delivered, fence closed: %d GUIDs, want every one the database lacks", len(strings.Split(got, ",")))
 	}
 	// The chart's CronJob runs it as the redelivery login, which reads only what it needs (00065).
 	login := map[string]string{}
