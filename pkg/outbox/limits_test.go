@@ -36,6 +36,22 @@ func effectsOf(t *testing.T, ctx context.Context, b *bundle, inst int64, n int) 
 	return ids
 }
 
+// knownInstallations makes n installations with one due check-run creation each, and their pacing
+// rows, as an earlier claim made them in a busy deployment.
+func knownInstallations(t *testing.T, ctx context.Context, b *bundle, n int) []int64 {
+	t.Helper()
+	insts := make([]int64, n)
+	for i := range insts {
+		insts[i] = randomID()
+		effectsOf(t, ctx, b, insts[i], 1)
+	}
+	if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
+		SELECT unnest($1::bigint[]), now()`, insts); err != nil {
+		t.Fatal(err)
+	}
+	return insts
+}
+
 func countBy(effects []outbox.Effect) map[int64]int {
 	out := map[int64]int{}
 	for _, e := range effects {
@@ -208,16 +224,7 @@ func TestPacedClaimLocksOnlyTheInstallationsItUses(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	const installations, limit = 6, 2
-	insts := make([]int64, installations)
-	for i := range insts {
-		insts[i] = randomID()
-		effectsOf(t, ctx, b, insts[i], 1)
-	}
-	// The rows exist already (an earlier claim made them), as in a busy deployment.
-	if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
-		SELECT unnest($1::bigint[]), now()`, insts); err != nil {
-		t.Fatal(err)
-	}
+	insts := knownInstallations(t, ctx, b, installations)
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -294,15 +301,7 @@ func TestPacedClaimBesideAnotherTakesTheNextInstallations(t *testing.T) {
 	t.Parallel()
 	ctx, b := setup(t)
 	const installations, limit = 6, 2
-	insts := make([]int64, installations)
-	for i := range insts {
-		insts[i] = randomID()
-		effectsOf(t, ctx, b, insts[i], 1)
-	}
-	if _, err := b.pool.Exec(ctx, `INSERT INTO github_installation_limits (installation_id, updated_at)
-		SELECT unnest($1::bigint[]), now()`, insts); err != nil {
-		t.Fatal(err)
-	}
+	knownInstallations(t, ctx, b, installations)
 	pace := outbox.Pace{PerInstallation: 1, MutationInterval: time.Second}
 	tx, err := b.pool.Begin(ctx)
 	if err != nil {
