@@ -64,8 +64,9 @@ func newWebhooksCmd(g *globals) *cobra.Command {
 		Short: "Ask GitHub to redeliver failed deliveries that never reached the inbox",
 		Long: `GitHub never redelivers a failed delivery by itself. This lists the App's deliveries of the
 last --since (GET /app/hook/deliveries, as the App), and for every delivery GUID that has no
-successful attempt and is not in webhook_inbox, requests one redelivery of its newest attempt
-(POST /app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
+successful attempt and that ingest never received (not in webhook_inbox, no body digest recorded
+under it), requests one redelivery of its newest attempt (POST
+/app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
 from a CronJob) is safe; each run requests each missing GUID at most once, and at most
 --max-requests in total, the oldest first (run it again for the rest). After a point-in-time
 restore, --include-delivered also requests the GUIDs GitHub delivered successfully but the
