@@ -279,6 +279,12 @@ func (e *env) killIngestMidRequest() {
 
 // post sends one delivery once and returns the status (0 when the connection failed).
 func (e *env) post(id, event string, body []byte, sign bool) int {
+	code, _ := e.postAnswer(id, event, body, sign)
+	return code
+}
+
+// postAnswer is post, also returning the start of the answer's body.
+func (e *env) postAnswer(id, event string, body []byte, sign bool) (int, string) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+e.ingestAddr+"/webhook", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-GitHub-Event", event)
@@ -291,10 +297,11 @@ func (e *env) post(id, event string, body []byte, sign bool) int {
 	client := &http.Client{Timeout: 10 * time.Second}
 	resp, err := client.Do(req)
 	if err != nil {
-		return 0
+		return 0, ""
 	}
-	resp.Body.Close()
-	return resp.StatusCode
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<10))
+	return resp.StatusCode, string(answer)
 }
 
 // deliver sends a delivery as GitHub does after a failure: the same delivery id again until it
@@ -326,6 +333,39 @@ func (e *env) deliver(event string, payload any) {
 	}
 }
 
+// deliverFiltered sends a delivery that ingest's filter drops (docs/webhooks.md, "Filtered
+// deliveries"), such as a branch push, as GitHub does: again until answered 2xx. It logs it in
+// GitHub's delivery log, and requires the answer to say it was filtered; it is not counted among
+// the acknowledged deliveries that the inbox must hold.
+func (e *env) deliverFiltered(event string, payload any) {
+	body, _ := json.Marshal(payload)
+	id := newID()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		code, answer := e.postAnswer(id, event, body, true)
+		e.sim.RecordDelivery(id, event, "", code, body, time.Now())
+		if code >= 200 && code < 300 {
+			if !strings.Contains(answer, `"filtered"`) {
+				e.t.Errorf("delivery %s answered %d %q, not filtered", id, code, answer)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("filtered delivery %s never accepted (last status %d)", id, code)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// branchPush is a push to a branch of repository r, which ingest filters.
+func branchPush(r, n int) map[string]any {
+	p := push(r, n)
+	p["ref"] = fmt.Sprintf("refs/heads/feature-%d", n)
+	p["created"] = false
+	return p
+}
+
 func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
@@ -348,12 +388,17 @@ func push(r, tag int) map[string]any {
 	}
 }
 
-// load sends runs release-tag pushes from a few concurrent senders, spread over duration, and
-// returns when every one was accepted.
 // loadRepos is the number of repositories the load spreads its pushes over.
 const loadRepos = 12
 
-func (e *env) load(runs int, duration time.Duration) {
+// load sends runs release-tag pushes from a few concurrent senders, spread over duration, and
+// returns when every one was accepted.
+func (e *env) load(runs int, duration time.Duration) { e.loadFrom(0, runs, duration) }
+
+// loadFrom is load for the releases numbered first to first+runs-1: release n is the push of tag
+// n / loadRepos to repository n % loadRepos, so a second load from where the first ended pushes
+// new releases only.
+func (e *env) loadFrom(first, runs int, duration time.Duration) {
 	const senders, repos = 4, loadRepos
 	var wg sync.WaitGroup
 	gap := duration / time.Duration(max(runs/senders, 1))
@@ -362,7 +407,8 @@ func (e *env) load(runs int, duration time.Duration) {
 		go func() {
 			defer wg.Done()
 			for i := s; i < runs; i += senders {
-				e.deliver("push", push(i%repos, i/repos))
+				n := first + i
+				e.deliver("push", push(n%repos, n/repos))
 				time.Sleep(gap)
 			}
 		}()

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,7 +21,8 @@ import (
 // simulator) remembers everything the old deployment did after that moment; the restored
 // database does not. The runbook (docs/operations.md, "Runbook: backup and restore") then runs:
 // brops restore fence before any dispatcher starts, the services, the brops webhooks redeliver
-// command the fence printed, and reconciliation. Afterwards every release run in the restored
+// command the fence printed, and reconciliation, while developers keep pushing new releases to the
+// restored deployment; the redelivery's dry run then lists none. Afterwards every release run in the restored
 // database has exactly one check run and each of its attempts exactly one dispatch, and on GitHub
 // there is one check run per release identity and none that no release run owns: a release run
 // recreated from a redelivered push adopts the check run of its lost incarnation.
@@ -79,14 +81,36 @@ func TestPointInTimeRestore(t *testing.T) {
 	if err := json.Unmarshal(out, &fence); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	// 2. The services, then the redelivery the fence printed.
+	// 2. The services, then the redelivery the fence printed. Developers keep pushing: new
+	// releases and branch pushes reach the restored ingest while the redelivery runs, and GitHub's
+	// log gains their deliveries; the runbook's dry run must not count the ones ingest filtered
+	// (the branch pushes, and GitHub's check_run echoes) as missing.
 	e.startServicesOn(r.URL("postgres"))
 	missing := e.count(`SELECT count(*) FROM unnest($1::text[]) d(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.delivery_id = d.id)`, lost)
 	args := strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops "))
 	if len(args) < 4 || args[0] != "webhooks" {
 		t.Fatalf("fence printed %q", fence.Redeliver)
 	}
+	live := runs / 4
+	e.mu.Lock()
+	e.extraRuns += live
+	e.mu.Unlock()
+	liveDone := make(chan struct{})
+	go func() {
+		defer close(liveDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { e.loadFrom(runs, live, over/2) })
+		wg.Go(func() {
+			for i := range live {
+				e.deliverFiltered("push", branchPush(i%loadRepos, i))
+				time.Sleep(over / 2 / time.Duration(live))
+			}
+		})
+		wg.Wait()
+	}()
 	e.redeliverAll(args)
+	<-liveDone
+	e.waitNoneToRedeliver(args, 60*time.Second)
 	e.closeHoldAfter(lost)
 	pending := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' AND status = 'reconciliation_required'`)
 
@@ -94,8 +118,8 @@ func TestPointInTimeRestore(t *testing.T) {
 	e.dumpOnFailure()
 	rep := e.check("point-in-time restore", runs)
 	t.Logf("restore: target %s mid-load; %d deliveries acknowledged after it, %d of them missing from the restored inbox and redelivered; "+
-		"%d dispatches fenced (%d in reconciliation after the fence); dispatches on GitHub %d before the restore, %d after; report %s",
-		target.UTC().Format(time.RFC3339Nano), len(lost), missing, len(fence.Fenced), pending, sentBefore, e.sim.DispatchTotal(), rep)
+		"%d new releases pushed after the fence; %d dispatches fenced (%d in reconciliation after the fence); dispatches on GitHub %d before the restore, %d after; report %s",
+		target.UTC().Format(time.RFC3339Nano), len(lost), missing, live, len(fence.Fenced), pending, sentBefore, e.sim.DispatchTotal(), rep)
 	// Per release (repository and tag) on GitHub's side, across both incarnations: a release
 	// whose push arrived after the restore point was dispatched by the old deployment, and its
 	// redelivered push creates a new release run (new ids) that dispatches again.
@@ -111,7 +135,7 @@ func TestPointInTimeRestore(t *testing.T) {
 	// Check runs on GitHub's side, across both incarnations: the recreated release runs adopted
 	// the check runs their lost incarnations created (the identity is the release's, not the
 	// run's id), so there is one per identity, and none is left in progress without a run.
-	cr := e.checkRunsAcrossRestore(target, checkRunsBefore)
+	cr := e.checkRunsAcrossRestore(target, checkRunsBefore, live)
 	t.Logf("restore: %d releases, %d extra workflow runs for a release already dispatched before the restore; "+
 		"%d check runs on GitHub (%d before the restore) for %d release runs, %d of them recreated after the restore; "+
 		"%d identities with more than one check run; %d check runs no release run owns, %d of them in progress; %d in progress in all",
@@ -120,7 +144,7 @@ func TestPointInTimeRestore(t *testing.T) {
 		t.Errorf("%d releases dispatched twice across the restore", twice)
 		rep.Duplicates += twice
 	}
-	if cr.duplicated != 0 || cr.orphans != 0 || cr.orphansInProgress != 0 || cr.unfinished != 0 || cr.total != cr.runs || cr.total != cr.before {
+	if cr.duplicated != 0 || cr.orphans != 0 || cr.orphansInProgress != 0 || cr.unfinished != 0 || cr.total != cr.runs || cr.total != cr.before+cr.added {
 		t.Errorf("check runs across the restore: %+v, want one per release run and no orphan", cr)
 		rep.Duplicates += cr.duplicated
 	}
@@ -133,8 +157,9 @@ func TestPointInTimeRestore(t *testing.T) {
 // checkRunFigures are the check runs on GitHub against the restored database.
 type checkRunFigures struct {
 	// total: check runs on GitHub at the end; before: when the old deployment stopped (it had
-	// created one per release); runs: release runs in the restored database.
-	total, before, runs int
+	// created one per release); added: releases first pushed after the restore; runs: release
+	// runs in the restored database.
+	total, before, added, runs int
 	// recreated: release runs created after the restore point, from redelivered pushes, each
 	// the new incarnation of a lost run whose check run is already on GitHub.
 	recreated int
@@ -149,11 +174,11 @@ type checkRunFigures struct {
 }
 
 // checkRunsAcrossRestore counts the check runs on GitHub against the database restored to target;
-// before is the number the old deployment left.
-func (e *env) checkRunsAcrossRestore(target time.Time, before int) checkRunFigures {
+// before is the number the old deployment left, added the releases first pushed after the restore.
+func (e *env) checkRunsAcrossRestore(target time.Time, before, added int) checkRunFigures {
 	e.t.Helper()
-	f := checkRunFigures{before: before, runs: e.count(`SELECT count(*) FROM release_runs`),
-		recreated: e.count(`SELECT count(*) FROM release_runs WHERE created_at > $1`, target)}
+	f := checkRunFigures{before: before, added: added, runs: e.count(`SELECT count(*) FROM release_runs`),
+		recreated: e.count(`SELECT count(*) FROM release_runs WHERE created_at > $1`, target) - added}
 	owned := map[int64]bool{}
 	rows, err := e.pool.Query(context.Background(), `SELECT check_run_id FROM release_runs WHERE check_run_id IS NOT NULL`)
 	if err != nil {
@@ -252,6 +277,31 @@ func (e *env) redeliverAll(args []string) {
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
+	}
+}
+
+// waitNoneToRedeliver waits up to timeout until the redelivery command's dry run
+// (args, without "brops") counts no missing delivery, the runbook's condition for closing the hold
+// (docs/operations.md, "Runbook: backup and restore", step 5), and fails the test if it never does.
+func (e *env) waitNoneToRedeliver(args []string, timeout time.Duration) {
+	e.t.Helper()
+	args = append(append([]string(nil), args...), "--dry-run", "--github-api-url", e.gh.URL+"/",
+		"--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+	deadline := time.Now().Add(timeout)
+	for {
+		out := string(e.brops(args...))
+		m := missingLine.FindStringSubmatch(out)
+		if m == nil {
+			e.t.Fatalf("brops webhooks redeliver printed no count of missing deliveries:\n%s", out)
+		}
+		if m[1] == "0" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Errorf("the runbook's dry run still lists deliveries to redeliver:\n%s", tail(out, 2000))
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
 	}
 }
 
