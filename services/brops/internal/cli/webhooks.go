@@ -75,7 +75,8 @@ delivered or redelivered with a 2xx answer since the open fence: they reached th
 deployment's ingest, and one it filtered leaves no row (docs/webhooks.md), so they are not asked
 again and repeated runs come to an end. A delivery ingest received but does not store (an event
 or action lifecycle ignores) counts as received: its body digest is recorded under its GUID.
-The text output says how many a run left for the next (-o json lists the requests only).`,
+It says how many a run left for the next: above the table, or on stderr with -o json (whose
+stdout is the list of requests).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if since <= 0 || since > 72*time.Hour {
@@ -181,17 +182,26 @@ The text output says how many a run left for the next (-o json lists the request
 				}
 				out[i].Result = "requested"
 			}
+			// The counts: above the table, or on stderr beside -o json's list of requests.
+			what := "failed and missing from the inbox"
+			if includeDelivered {
+				what = "missing from the inbox"
+			}
+			summary := []string{fmt.Sprintf("%d delivery attempts in the last %v, %d GUIDs, %d %s", len(attempts), since, len(byGUID), len(out)+left, what)}
+			if arrived > 0 {
+				summary = append(summary, fmt.Sprintf("%d delivered since the open restore fence (%s) and answered 2xx: not asked again", arrived, fencedAt.UTC().Format(time.RFC3339)))
+			}
+			if left > 0 {
+				summary = append(summary, fmt.Sprintf("the oldest %d taken (--max-requests); %d left for the next run", len(out), left))
+			}
+			if g.output == "json" {
+				for _, line := range summary {
+					fmt.Fprintf(g.stderr, "brops: %s\n", line)
+				}
+			}
 			if err := g.render(out, func(w io.Writer) {
-				what := "failed and missing from the inbox"
-				if includeDelivered {
-					what = "missing from the inbox"
-				}
-				fmt.Fprintf(w, "%d delivery attempts in the last %v, %d GUIDs, %d %s\n", len(attempts), since, len(byGUID), len(out)+left, what)
-				if arrived > 0 {
-					fmt.Fprintf(w, "%d delivered since the open restore fence (%s) and answered 2xx: not asked again\n", arrived, fencedAt.UTC().Format(time.RFC3339))
-				}
-				if left > 0 {
-					fmt.Fprintf(w, "the oldest %d taken (--max-requests); %d left for the next run\n", len(out), left)
+				for _, line := range summary {
+					fmt.Fprintln(w, line)
 				}
 				if len(out) > 0 {
 					fmt.Fprintln(w, "GUID\tEVENT\tDELIVERED\tSTATUS\tRESULT")

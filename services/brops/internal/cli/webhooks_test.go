@@ -131,6 +131,12 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 		!strings.Contains(out, "2 delivered since the open restore fence") {
 		t.Fatalf("--max-requests 10: %d\n%s", code, out)
 	}
+	// With -o json, stdout is the list of requests and the counts go to stderr.
+	code, out, errOut = run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-requests", "10", "-o", "json")
+	if code != 0 || len(guids(out)) != 10 || !strings.Contains(errOut, "brops: the oldest 10 taken (--max-requests); 143 left for the next run") ||
+		!strings.Contains(errOut, "brops: 2 delivered since the open restore fence") || !strings.Contains(errOut, "153 missing from the inbox") {
+		t.Fatalf("--max-requests 10 -o json: %d\n%s\nstderr: %s", code, out, errOut)
+	}
 	if code, out, errOut := run(t, env, "restore", "close"); code != 0 {
 		t.Fatalf("close: %d %s %s", code, out, errOut)
 	}
