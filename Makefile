@@ -37,7 +37,11 @@ test: test-rules envtest ## Run every test against a real PostgreSQL (a private 
 
 .PHONY: chaos
 chaos: ## Fault-injection suite, full length (crashes, PostgreSQL restarts, GitHub faults, poison input), with reports
-	BOARDREADYOPS_CHAOS=full go test -count=1 -v -timeout 30m ./hack/test/chaos 2>&1 | grep -E '^(=== RUN|--- |ok|FAIL)|report:|poison answers'
+	@mkdir -p .data; log=.data/chaos.log; \
+	BOARDREADYOPS_CHAOS=full go test -count=1 -v -timeout 30m ./hack/test/chaos 2>&1 | tee $$log | \
+		grep --line-buffered -E '^(=== RUN|--- |ok|FAIL)|report:|poison answers'; rc=$${PIPESTATUS[0]}; \
+	if [ $$rc -ne 0 ]; then echo "make chaos: failed (rc $$rc); the suite's whole output, also in $$log:"; cat $$log; fi; \
+	exit $$rc
 
 .PHONY: envtest
 envtest: ## Build (once; cached under ~/.cache/boardreadyops) the etcd and kube-apiserver that the Kubernetes tests start
