@@ -336,8 +336,8 @@ func (e *env) deliver(event string, payload any) {
 // deliverFiltered sends a delivery that ingest's filter drops (docs/webhooks.md, "Filtered
 // deliveries"), such as a branch push, as GitHub does: again until answered 2xx. It logs it in
 // GitHub's delivery log, and requires the answer to say it was filtered; it is not counted among
-// the acknowledged deliveries that the inbox must hold.
-func (e *env) deliverFiltered(event string, payload any) {
+// the acknowledged deliveries that the inbox must hold. It returns the delivery's id.
+func (e *env) deliverFiltered(event string, payload any) string {
 	body, _ := json.Marshal(payload)
 	id := newID()
 	deadline := time.Now().Add(90 * time.Second)
@@ -348,11 +348,11 @@ func (e *env) deliverFiltered(event string, payload any) {
 			if !strings.Contains(answer, `"filtered"`) {
 				e.t.Errorf("delivery %s answered %d %q, not filtered", id, code, answer)
 			}
-			return
+			return id
 		}
 		if time.Now().After(deadline) {
 			e.t.Errorf("filtered delivery %s never accepted (last status %d)", id, code)
-			return
+			return id
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -22,10 +22,10 @@ import (
 // database does not. The runbook (docs/operations.md, "Runbook: backup and restore") then runs:
 // brops restore fence before any dispatcher starts, the services, the brops webhooks redeliver
 // command the fence printed, and reconciliation, while developers keep pushing new releases to the
-// restored deployment; the redelivery's dry run then lists none. Afterwards every release run in the restored
-// database has exactly one check run and each of its attempts exactly one dispatch, and on GitHub
-// there is one check run per release identity and none that no release run owns: a release run
-// recreated from a redelivered push adopts the check run of its lost incarnation.
+// restored deployment; the redelivery's dry run then lists none. Afterwards every release run in
+// the restored database has exactly one check run and each of its attempts exactly one dispatch,
+// and on GitHub there is one check run per release identity and none that no release run owns: a
+// release run recreated from a redelivered push adopts the check run of its lost incarnation.
 func TestPointInTimeRestore(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -81,10 +81,10 @@ func TestPointInTimeRestore(t *testing.T) {
 	if err := json.Unmarshal(out, &fence); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	// 2. The services, then the redelivery the fence printed. Developers keep pushing: new
-	// releases and branch pushes reach the restored ingest while the redelivery runs, and GitHub's
-	// log gains their deliveries; the runbook's dry run must not count the ones ingest filtered
-	// (the branch pushes, and GitHub's check_run echoes) as missing.
+	// 2. The services, then the redelivery the fence printed. Developers keep pushing: between
+	// the fence and the hold's close, new releases and branch pushes reach the restored ingest,
+	// and GitHub's log gains their deliveries. The runbook's dry run must not count the branch
+	// pushes, which ingest filters and keeps no row of, as missing.
 	e.startServicesOn(r.URL("postgres"))
 	missing := e.count(`SELECT count(*) FROM unnest($1::text[]) d(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.delivery_id = d.id)`, lost)
 	args := strings.Fields(strings.TrimPrefix(fence.Redeliver, "brops "))
@@ -108,9 +108,18 @@ func TestPointInTimeRestore(t *testing.T) {
 		})
 		wg.Wait()
 	}()
+	// Registered after the services' cleanups, so it runs before them: a test stopped early
+	// lets the pushes finish against running services.
+	t.Cleanup(func() { <-liveDone })
 	e.redeliverAll(args)
+	// A few branch pushes after the command's last run, which therefore asked GitHub to
+	// redeliver none of them: only their first delivery tells brops they arrived.
+	var filtered []string
+	for i := range 3 {
+		filtered = append(filtered, e.deliverFiltered("push", branchPush(i%loadRepos, live+i)))
+	}
 	<-liveDone
-	e.waitNoneToRedeliver(args, 60*time.Second)
+	e.waitNoneToRedeliver(args, filtered, 60*time.Second)
 	e.closeHoldAfter(lost)
 	pending := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.workflow.dispatch' AND status = 'reconciliation_required'`)
 
@@ -280,26 +289,46 @@ func (e *env) redeliverAll(args []string) {
 	}
 }
 
-// waitNoneToRedeliver waits up to timeout until the redelivery command's dry run
-// (args, without "brops") counts no missing delivery, the runbook's condition for closing the hold
-// (docs/operations.md, "Runbook: backup and restore", step 5), and fails the test if it never does.
-func (e *env) waitNoneToRedeliver(args []string, timeout time.Duration) {
+// waitNoneToRedeliver waits up to timeout until the redelivery command's dry run (args, without
+// "brops") counts no missing delivery, the runbook's condition for closing the hold
+// (docs/operations.md, "Runbook: backup and restore", step 5), and fails the test if it never does
+// or if it lists any of filtered (deliveries ingest filtered after the fence). As the runbook
+// has it, when the count stops falling for 10 s (a redelivery answered non-2xx stays missing), it
+// runs the command again.
+func (e *env) waitNoneToRedeliver(args, filtered []string, timeout time.Duration) {
 	e.t.Helper()
-	args = append(append([]string(nil), args...), "--dry-run", "--github-api-url", e.gh.URL+"/",
+	args = append(append([]string(nil), args...), "--github-api-url", e.gh.URL+"/",
 		"--github-app-id", strconv.Itoa(appID), "--github-private-key-file", e.keyFile)
+	dry := append(append([]string(nil), args...), "--dry-run")
 	deadline := time.Now().Add(timeout)
+	last, since := -1, time.Now()
 	for {
-		out := string(e.brops(args...))
+		out := string(e.brops(dry...))
 		m := missingLine.FindStringSubmatch(out)
 		if m == nil {
 			e.t.Fatalf("brops webhooks redeliver printed no count of missing deliveries:\n%s", out)
 		}
-		if m[1] == "0" {
+		for _, id := range filtered {
+			if strings.Contains(out, id) {
+				e.t.Errorf("the runbook's dry run lists %s, which ingest filtered after the fence:\n%s", id, tail(out, 2000))
+				return
+			}
+		}
+		n, _ := strconv.Atoi(m[1])
+		if n == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
 			e.t.Errorf("the runbook's dry run still lists deliveries to redeliver:\n%s", tail(out, 2000))
 			return
+		}
+		if n != last {
+			last, since = n, time.Now()
+		}
+		if time.Since(since) > 10*time.Second {
+			head, _, _ := strings.Cut(string(e.brops(args...)), "\n")
+			e.t.Logf("redeliver again, %d still missing: %s", n, head)
+			last, since = -1, time.Now()
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
