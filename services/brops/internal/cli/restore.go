@@ -78,7 +78,7 @@ for the deliveries the restored database never received.`,
 			if err != nil {
 				return fmt.Errorf("fence restored dispatches: %w", err)
 			}
-			res := fenceResult{Since: since, Window: window, Fenced: fenced, Redeliver: redeliverCommand(time.Since(window))}
+			res := fenceResult{Since: since, Window: window, Fenced: fenced, Redeliver: redeliverCommand(window, time.Now())}
 			return g.render(res, func(w io.Writer) {
 				fmt.Fprintf(w, "%d workflow dispatches created since %s moved to reconciliation_required\n", len(fenced), window.UTC().Format(time.RFC3339))
 				if len(fenced) > 0 {
@@ -129,13 +129,15 @@ available jobs, no available github.check_run.create); new releases then dispatc
 	return cmd
 }
 
-// redeliverCommand is the brops webhooks redeliver invocation that covers the last ago, rounded
-// up to whole minutes and capped at GitHub's 72 hours of delivery history.
-func redeliverCommand(ago time.Duration) string {
-	ago = min(max(ago.Truncate(time.Minute)+time.Minute, time.Minute), 72*time.Hour)
-	s := strings.TrimSuffix(ago.String(), "0s")
-	if ago == 72*time.Hour {
-		s = "72h" // GitHub keeps three days; anything older is gone
+// redeliverCommand is the brops webhooks redeliver invocation that covers the deliveries since
+// window, seen at now. It names window as a fixed time, to the second rounded down, so that the
+// command still covers it when it is run again later (the runbook runs it until its dry run lists
+// none); a period ("47m") would slide past the restore point. A window beyond GitHub's 72 hours of
+// delivery history is capped at them, and then the command is a period: the oldest deliveries are
+// gone anyway.
+func redeliverCommand(window, now time.Time) string {
+	if now.Sub(window) >= githubDeliveryHistory {
+		return "brops webhooks redeliver --include-delivered --since 72h"
 	}
-	return "brops webhooks redeliver --include-delivered --since " + s
+	return "brops webhooks redeliver --include-delivered --since " + window.UTC().Truncate(time.Second).Format(time.RFC3339)
 }

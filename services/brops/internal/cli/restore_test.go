@@ -55,8 +55,11 @@ func TestRestoreFence(t *testing.T) {
 	if len(got) != 2 || got[leased] != "leased" || got[available] != "available" {
 		t.Fatalf("fenced %v, want %d (leased) and %d (available)", got, leased, available)
 	}
-	if res.Redeliver != "brops webhooks redeliver --include-delivered --since 12m" {
-		t.Errorf("redeliver command %q", res.Redeliver)
+	// The window as a fixed time, the restore point less the margin: run again later, the
+	// command still starts there (a period would slide past the restore point).
+	at, _ := time.Parse(time.RFC3339, since)
+	if want := "brops webhooks redeliver --include-delivered --since " + at.Add(-10*time.Minute).Format(time.RFC3339); res.Redeliver != want {
+		t.Errorf("redeliver command %q, want %q", res.Redeliver, want)
 	}
 	for id, want := range map[int64]string{leased: outbox.StatusReconciliationRequired, available: outbox.StatusReconciliationRequired, old: outbox.StatusAvailable} {
 		if s := o.status(id); s != want {
@@ -72,6 +75,11 @@ func TestRestoreFence(t *testing.T) {
 	code, out, _ = run(t, o.env, "restore", "fence", "--since", since)
 	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --include-delivered --since") {
 		t.Fatalf("second fence: exit %d\n%s", code, out)
+	}
+	// A restore point beyond GitHub's three days of deliveries: the command covers what is left.
+	code, out, _ = run(t, o.env, "restore", "fence", "--since", time.Now().Add(-100*time.Hour).UTC().Format(time.RFC3339), "-o", "json")
+	if err := json.Unmarshal([]byte(out), &res); code != 0 || err != nil || res.Redeliver != "brops webhooks redeliver --include-delivered --since 72h" {
+		t.Fatalf("fence 100 hours back: exit %d, %v, %q", code, err, res.Redeliver)
 	}
 }
 

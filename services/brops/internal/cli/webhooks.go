@@ -15,6 +15,52 @@ import (
 	"github.com/boardreadyops/cloud/pkg/githubapp"
 )
 
+// githubDeliveryHistory is how long GitHub keeps an App's webhook deliveries.
+const githubDeliveryHistory = 72 * time.Hour
+
+// sinceFlag is redeliver's --since: a period back from now ("6h") or a fixed start (an RFC 3339
+// time), which a command printed once and run again later still means (brops restore fence
+// prints one: the restore point less its margin).
+type sinceFlag struct {
+	period time.Duration
+	at     time.Time
+}
+
+func (f *sinceFlag) String() string {
+	if !f.at.IsZero() {
+		return f.at.UTC().Format(time.RFC3339)
+	}
+	return f.period.String()
+}
+
+func (f *sinceFlag) Set(v string) error {
+	if at, err := time.Parse(time.RFC3339, v); err == nil {
+		*f = sinceFlag{at: at}
+		return nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("want a period such as 6h or an RFC 3339 time such as 2026-12-03T09:00:00Z")
+	}
+	*f = sinceFlag{period: d}
+	return nil
+}
+
+func (f *sinceFlag) Type() string { return "period|time" }
+
+// start is where the deliveries to look at begin, seen at now; it refuses a start in the future
+// or beyond GitHub's history.
+func (f *sinceFlag) start(now time.Time) (time.Time, error) {
+	start := f.at
+	if start.IsZero() {
+		start = now.Add(-f.period)
+	}
+	if !start.Before(now) || now.Sub(start) > githubDeliveryHistory {
+		return time.Time{}, fmt.Errorf("--since %v: want a start in the last 72h (GitHub keeps deliveries 3 days)", f)
+	}
+	return start, nil
+}
+
 // redelivery is one failed delivery and what was done about it.
 type redelivery struct {
 	GUID        string    `json:"guid"`
@@ -54,7 +100,7 @@ func receivedDeliveries(ctx context.Context, pool *pgxpool.Pool, guids []string,
 
 func newWebhooksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "webhooks", Short: "Work with the App's webhook deliveries on GitHub"}
-	var since time.Duration
+	since := sinceFlag{period: 6 * time.Hour}
 	var maxPages, maxRequests int
 	var dryRun, includeDelivered bool
 	var apiURL, keyFile string
@@ -63,7 +109,7 @@ func newWebhooksCmd(g *globals) *cobra.Command {
 		Use:   "redeliver",
 		Short: "Ask GitHub to redeliver failed deliveries that never reached the inbox",
 		Long: `GitHub never redelivers a failed delivery by itself. This lists the App's deliveries of the
-last --since (GET /app/hook/deliveries, as the App), and for every delivery GUID that has no
+last --since, a period or a fixed RFC 3339 start (GET /app/hook/deliveries, as the App), and for every delivery GUID that has no
 successful attempt and that ingest never received (not in webhook_inbox, no body digest recorded
 under it), requests one redelivery of its newest attempt (POST
 /app/hook/deliveries/{id}/attempts). Ingest deduplicates by GUID, so running it again (or
@@ -79,8 +125,9 @@ It says how many a run left for the next: above the table, or on stderr with -o 
 stdout is the list of requests).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if since <= 0 || since > 72*time.Hour {
-				return usageError{fmt.Errorf("--since %v: want more than 0 and at most 72h (GitHub keeps deliveries 3 days)", since)}
+			start, err := since.start(time.Now())
+			if err != nil {
+				return usageError{err}
 			}
 			if appID <= 0 || keyFile == "" {
 				return usageError{errors.New("set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)")}
@@ -98,7 +145,7 @@ stdout is the list of requests).`,
 				return err
 			}
 			defer pool.Close()
-			attempts, err := gh.ListHookDeliveries(cmd.Context(), time.Now().Add(-since), maxPages)
+			attempts, err := gh.ListHookDeliveries(cmd.Context(), start, maxPages)
 			if err != nil {
 				return err
 			}
@@ -151,7 +198,7 @@ stdout is the list of requests).`,
 			// their body digest recorded under their GUID. Without the second, every ignored
 			// delivery would look missing to --include-delivered at every run, and, oldest first,
 			// fill --max-requests before the deliveries a restore really lost.
-			received, err := receivedDeliveries(cmd.Context(), pool, failed, time.Now().Add(-since))
+			received, err := receivedDeliveries(cmd.Context(), pool, failed, start)
 			if err != nil {
 				return err
 			}
@@ -187,7 +234,7 @@ stdout is the list of requests).`,
 			if includeDelivered {
 				what = "missing from the inbox"
 			}
-			summary := []string{fmt.Sprintf("%d delivery attempts in the last %v, %d GUIDs, %d %s", len(attempts), since, len(byGUID), len(out)+left, what)}
+			summary := []string{fmt.Sprintf("%d delivery attempts since %s, %d GUIDs, %d %s", len(attempts), start.UTC().Format(time.RFC3339), len(byGUID), len(out)+left, what)}
 			if arrived > 0 {
 				summary = append(summary, fmt.Sprintf("%d delivered since the open restore fence (%s) and answered 2xx: not asked again", arrived, fencedAt.UTC().Format(time.RFC3339)))
 			}
@@ -218,7 +265,7 @@ stdout is the list of requests).`,
 			return nil
 		},
 	}
-	redeliver.Flags().DurationVar(&since, "since", 6*time.Hour, "look at deliveries of this period (at most 72h)")
+	redeliver.Flags().Var(&since, "since", "look at deliveries of this period back from now, or since this RFC 3339 time (in the last 72h)")
 	redeliver.Flags().IntVar(&maxPages, "max-pages", 50, "read at most this many pages of 100 deliveries")
 	redeliver.Flags().IntVar(&maxRequests, "max-requests", 500, "request at most this many redeliveries per run")
 	redeliver.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redelivered, request nothing")
