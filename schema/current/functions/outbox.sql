@@ -1092,8 +1092,9 @@ BEGIN
     RETURN QUERY
     WITH fenced AS (
         SELECT o.id, o.status FROM public.control_plane_outbox o
+        -- Every undelivered dispatch, however old: one still waiting at the restore point (a
+        -- retry's backoff, a rate-limit block, a pause) may have been sent after it (00066).
         WHERE o.effect_type = 'github.workflow.dispatch' AND o.status IN ('available', 'leased')
-          AND o.created_at >= p_since
         ORDER BY o.id
         FOR UPDATE
     ), moved AS (

@@ -40,13 +40,14 @@ func newRestoreCmd(g *globals) *cobra.Command {
 		Short: "Move workflow dispatches that may have been sent after the restore point to reconciliation_required",
 		Long: `Run after restoring a backup and before any outbox-dispatcher starts. --since is the restore
 point (the recovery_target_time, or the end of the base backup). Every workflow dispatch still
-available or leased that was created at or after --since minus --margin may have been sent by the
-old dispatchers after that point, which the restored database cannot know: it is moved to
-reconciliation_required (audited), so it is never sent again blindly; resolve each with
-brops reconcile inspect / resolve. Check-run effects need nothing: their creation lists before it
-creates, their completion is idempotent. Make --margin longer than the oldest available effect's
-age at the time (boardreadyops_outbox_oldest_available_effect_age_seconds): an effect that waited
-longer may have been claimed late. Prints the brops webhooks redeliver command that asks GitHub
+available or leased, however old, may have been sent by the old dispatchers after that point,
+which the restored database cannot know (one waiting at it for a retry, a rate-limit block or a
+pause too): it is moved to reconciliation_required (audited), so it is never sent again blindly;
+resolve each with brops reconcile inspect / resolve. Check-run effects need nothing: their
+creation lists before it creates, their completion is idempotent. --since minus --margin starts
+the window of deliveries to ask GitHub for again, with room for the clocks of GitHub and the
+database. Opens a hold: new workflow dispatches wait in reconciliation_required until brops
+restore close. Prints the brops webhooks redeliver command that asks GitHub
 for the deliveries the restored database never received.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -94,7 +95,7 @@ for the deliveries the restored database never received.`,
 		},
 	}
 	fence.Flags().StringVar(&sinceText, "since", "", "the restore point, RFC 3339 (required)")
-	fence.Flags().DurationVar(&margin, "margin", 15*time.Minute, "safety margin before --since")
+	fence.Flags().DurationVar(&margin, "margin", 15*time.Minute, "start the redelivery window this long before --since")
 	fence.Flags().StringVar(&reason, "reason", "point-in-time restore", "why (audited)")
 	g.operatorFlag(fence, &operator)
 	var closeOperator string
