@@ -71,6 +71,18 @@ func (o *ops) dispatch(state string) (int64, string, string) {
 // the workflow dispatch; it returns the dispatch's effect id and the run id.
 func (o *ops) enqueueDispatch() (int64, string) {
 	o.t.Helper()
+	run := o.createRun()
+	create := o.claimFor(run, outbox.EffectCheckRunCreate)
+	dispatchID, err := o.st.CompleteCheckRunCreate(o.ctx, o.pool, create, "w", 4001)
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	return dispatchID, run
+}
+
+// createRun creates a release run, its check-run creation available, and returns its id.
+func (o *ops) createRun() string {
+	o.t.Helper()
 	var run string
 	err := o.pool.QueryRow(o.ctx, `
 		WITH i AS (INSERT INTO installations (id, account_login, account_type) VALUES (55501, 'octo-org', 'Organization') ON CONFLICT DO NOTHING),
@@ -83,12 +95,7 @@ func (o *ops) enqueueDispatch() (int64, string) {
 	if err := o.pool.QueryRow(o.ctx, `SELECT boardreadyops_release_run_create(1, 55501, $1, repeat('a', 40), 'boardreadyops-release.yml', 'BoardReadyOps release')::text`, tag).Scan(&run); err != nil {
 		o.t.Fatal(err)
 	}
-	create := o.claimFor(run, outbox.EffectCheckRunCreate)
-	dispatchID, err := o.st.CompleteCheckRunCreate(o.ctx, o.pool, create, "w", 4001)
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	return dispatchID, run
+	return run
 }
 
 // claimFor claims the effect of a run as worker "w" and gives back whatever else it claimed.

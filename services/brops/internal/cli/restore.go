@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 )
 
@@ -99,25 +101,38 @@ for the deliveries the restored database never received.`,
 	fence.Flags().StringVar(&reason, "reason", "point-in-time restore", "why (audited)")
 	g.operatorFlag(fence, &operator)
 	var closeOperator string
+	var closeWait time.Duration
+	var closeForce bool
 	closeCmd := &cobra.Command{
 		Use:   "close",
 		Short: "End the hold the fence opened, once the redelivered deliveries are processed",
 		Long: `While a fence's hold is open, every new workflow dispatch waits in reconciliation_required:
 a redelivered push creates a new release run, which the old deployment may already have
 dispatched under other ids, and a check-run creation restored mid-way enqueues a dispatch the old
-deployment sent. Close the hold once brops webhooks redeliver has run, lifecycle has processed the
-redeliveries and the dispatchers have done the pending check-run creations (brops stats: no
-available jobs, no available github.check_run.create); new releases then dispatch again.`,
+deployment sent. Close the hold once brops webhooks redeliver has run and its --dry-run lists
+none, lifecycle has processed the redeliveries and the dispatchers have done the pending
+check-run creations. The last two it checks itself: it closes only when no push job and no
+github.check_run.create effect is available, leased or dead-lettered (each would create a
+release run or enqueue a dispatch after the close, unheld), waiting up to --wait for them; --force
+closes regardless. New releases then dispatch again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(closeOperator) == "" {
 				return usageError{errors.New("--operator is required (or set BOARDREADYOPS_OPERATOR)")}
+			}
+			if closeWait < 0 {
+				return usageError{errors.New("--wait must not be negative")}
 			}
 			pool, err := g.pool(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer pool.Close()
+			if !closeForce {
+				if err := waitHoldDrained(cmd.Context(), pool, closeWait); err != nil {
+					return err
+				}
+			}
 			var n int
 			if err := pool.QueryRow(cmd.Context(), `SELECT boardreadyops_outbox_fence_close($1)`, closeOperator).Scan(&n); err != nil {
 				return fmt.Errorf("close restore fence: %w", err)
@@ -125,9 +140,45 @@ available jobs, no available github.check_run.create); new releases then dispatc
 			return g.render(map[string]int{"closed": n}, func(w io.Writer) { fmt.Fprintf(w, "%d restore fence holds closed\n", n) })
 		},
 	}
+	closeCmd.Flags().DurationVar(&closeWait, "wait", time.Minute, "wait this long for pending push jobs and check-run creations")
+	closeCmd.Flags().BoolVar(&closeForce, "force", false, "close even while push jobs or check-run creations are pending")
 	g.operatorFlag(closeCmd, &closeOperator)
 	cmd.AddCommand(fence, closeCmd)
 	return cmd
+}
+
+// waitHoldDrained waits up to wait until no push job and no check-run creation is pending
+// (available, leased or dead-lettered): each would, after the hold's close, create a release run
+// or enqueue a workflow dispatch that the hold no longer catches. Each status is counted through
+// its partial index.
+func waitHoldDrained(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
+	for {
+		var pushes, creations int64
+		if err := pool.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND kind = 'push')
+			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased' AND kind = 'push')
+			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter' AND kind = 'push'),
+			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND effect_type = 'github.check_run.create')
+			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased' AND effect_type = 'github.check_run.create')
+			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = 'github.check_run.create')`).Scan(&pushes, &creations); err != nil {
+			return fmt.Errorf("read pending push jobs and check-run creations: %w", err)
+		}
+		if pushes == 0 && creations == 0 {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Errorf("not closed: %d push jobs and %d check-run creations are still available, leased or dead-lettered; "+
+				"closed now, a release run they lead to would be dispatched without the hold, a second time if the old deployment dispatched it. "+
+				"Wait for lifecycle and the dispatchers (brops jobs list, brops outbox list --effect-type github.check_run.create), "+
+				"replay or resolve dead letters, and run it again; --force closes regardless", pushes, creations)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // redeliverCommand is the brops webhooks redeliver invocation that covers the deliveries since

@@ -88,7 +88,8 @@ func TestRestoreFence(t *testing.T) {
 }
 
 // While the fence's hold is open a new first-generation dispatch is created in
-// reconciliation_required; after brops restore close it is created available again.
+// reconciliation_required; brops restore close refuses while a check-run creation, which would
+// enqueue one, is pending; after the close a dispatch is created available again.
 func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
@@ -99,11 +100,33 @@ func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	if s := o.status(held); s != outbox.StatusReconciliationRequired {
 		t.Fatalf("dispatch created during the hold is %s", s)
 	}
+	// A check-run creation still pending: closed now, the dispatch it enqueues would go out
+	// unheld. The close refuses and the hold stays.
+	pending := o.createRun()
+	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
+		!strings.Contains(errOut, "not closed: 0 push jobs and 1 check-run creations") {
+		t.Fatalf("close with a creation pending: %d %s %s", code, out, errOut)
+	}
+	late, err := o.st.CompleteCheckRunCreate(o.ctx, o.pool, o.claimFor(pending, outbox.EffectCheckRunCreate), "w", 4002)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := o.status(late); s != outbox.StatusReconciliationRequired {
+		t.Fatalf("dispatch enqueued after the refused close is %s, want held", s)
+	}
 	if code, out, _ := run(t, o.env, "restore", "close"); code != 0 || !strings.Contains(out, "1 restore fence holds closed") {
 		t.Fatalf("close: %d %s", code, out)
 	}
 	free, _ := o.enqueueDispatch()
 	if s := o.status(free); s != outbox.StatusAvailable {
 		t.Fatalf("dispatch created after the hold is %s, want available", s)
+	}
+	// --force closes with work pending.
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	o.createRun()
+	if code, out, errOut := run(t, o.env, "restore", "close", "--force"); code != 0 || !strings.Contains(out, "1 restore fence holds closed") {
+		t.Fatalf("close --force: %d %s %s", code, out, errOut)
 	}
 }
