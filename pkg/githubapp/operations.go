@@ -393,10 +393,10 @@ type HookDelivery struct {
 }
 
 // ListHookDeliveries lists the App's webhook delivery attempts, newest first, back to since, at
-// most maxPages pages of 100 (App JWT; cursor pagination).
-func (c *Client) ListHookDeliveries(ctx context.Context, since time.Time, maxPages int) ([]HookDelivery, error) {
+// most maxPages pages of 100 (App JWT; cursor pagination). truncated says that it stopped at
+// maxPages with older attempts of the window left unread.
+func (c *Client) ListHookDeliveries(ctx context.Context, since time.Time, maxPages int) (out []HookDelivery, truncated bool, err error) {
 	opts := &github.ListCursorOptions{PerPage: 100}
-	var out []HookDelivery
 	for page := 0; page < maxPages; page++ {
 		var list []*github.HookDelivery
 		var cursor string
@@ -410,22 +410,22 @@ func (c *Client) ListHookDeliveries(ctx context.Context, since time.Time, maxPag
 			return resp, err
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, d := range list {
 			at := d.GetDeliveredAt().Time
 			if at.Before(since) {
-				return out, nil
+				return out, false, nil
 			}
 			out = append(out, HookDelivery{ID: d.GetID(), GUID: d.GetGUID(), DeliveredAt: at, Redelivery: d.GetRedelivery(),
 				StatusCode: d.GetStatusCode(), Event: d.GetEvent(), Action: d.GetAction()})
 		}
 		if cursor == "" || len(list) == 0 {
-			break
+			return out, false, nil
 		}
 		opts.Cursor = cursor
 	}
-	return out, nil
+	return out, true, nil
 }
 
 // RedeliverHookDelivery asks GitHub to deliver an attempt's payload again (same GUID).

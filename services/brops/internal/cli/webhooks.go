@@ -122,7 +122,8 @@ deployment's ingest, and one it filtered leaves no row (docs/webhooks.md), so th
 again and repeated runs come to an end. A delivery ingest received but does not store (an event
 or action lifecycle ignores) counts as received: its body digest is recorded under its GUID.
 It says how many a run left for the next: above the table, or on stderr with -o json (whose
-stdout is the list of requests).`,
+stdout is the list of requests). When --max-pages pages do not reach back to --since, it acts on
+what it read and exits 1: the window's oldest deliveries were not looked at.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start, err := since.start(time.Now())
@@ -145,7 +146,7 @@ stdout is the list of requests).`,
 				return err
 			}
 			defer pool.Close()
-			attempts, err := gh.ListHookDeliveries(cmd.Context(), start, maxPages)
+			attempts, truncated, err := gh.ListHookDeliveries(cmd.Context(), start, maxPages)
 			if err != nil {
 				return err
 			}
@@ -241,6 +242,20 @@ stdout is the list of requests).`,
 			if left > 0 {
 				summary = append(summary, fmt.Sprintf("the oldest %d taken (--max-requests); %d left for the next run", len(out), left))
 			}
+			// Stopped at --max-pages, newest first: the oldest deliveries of the window, those
+			// just after a restore point, were never looked at, and a "0 missing" would say
+			// nothing about them. It still acts on what it read, and then fails.
+			var unread error
+			if truncated {
+				oldest := start
+				if len(attempts) > 0 {
+					oldest = attempts[len(attempts)-1].DeliveredAt
+				}
+				summary = append(summary, fmt.Sprintf("only the newest %d pages read (--max-pages), back to %s: the window's older deliveries were not looked at",
+					maxPages, oldest.UTC().Format(time.RFC3339)))
+				unread = fmt.Errorf("--max-pages %d did not reach back to --since %s (the oldest attempt read is of %s): raise --max-pages and run it again",
+					maxPages, start.UTC().Format(time.RFC3339), oldest.UTC().Format(time.RFC3339))
+			}
 			if g.output == "json" {
 				for _, line := range summary {
 					fmt.Fprintf(g.stderr, "brops: %s\n", line)
@@ -260,9 +275,9 @@ stdout is the list of requests).`,
 				return err
 			}
 			if failures > 0 {
-				return fmt.Errorf("%d redelivery requests failed", failures)
+				return errors.Join(fmt.Errorf("%d redelivery requests failed", failures), unread)
 			}
-			return nil
+			return unread
 		},
 	}
 	redeliver.Flags().Var(&since, "since", "look at deliveries of this period back from now, or since this RFC 3339 time (in the last 72h)")

@@ -137,6 +137,12 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 		!strings.Contains(out, "2 delivered since the open restore fence") {
 		t.Fatalf("--max-requests 10: %d\n%s", code, out)
 	}
+	// --max-pages that does not reach back to --since: it says so and exits 1, so that a dry run
+	// that read only the newest deliveries is not taken for "none missing".
+	code, out, errOut = run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-pages", "1")
+	if code != 1 || !strings.Contains(out, "only the newest 1 pages read (--max-pages)") || !strings.Contains(errOut, "--max-pages 1 did not reach back to --since") {
+		t.Fatalf("--max-pages 1: %d\n%s\nstderr: %s", code, out, errOut)
+	}
 	// With -o json, stdout is the list of requests and the counts go to stderr.
 	code, out, errOut = run(t, env, "webhooks", "redeliver", "--since", "6h", "--include-delivered", "--dry-run", "--max-requests", "10", "-o", "json")
 	if code != 0 || len(guids(out)) != 10 || !strings.Contains(errOut, "brops: the oldest 10 taken (--max-requests); 143 left for the next run") ||
