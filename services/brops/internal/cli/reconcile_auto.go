@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -94,11 +95,26 @@ prints the decisions without writing anything.`,
 				return err
 			}
 			defer pool.Close()
+			backlog, err := reconciliationBacklog(cmd.Context(), pool)
+			if err != nil {
+				return err
+			}
 			out, err := reconcileAuto(cmd.Context(), pool, gh, operator, limit, dryRun)
 			if err != nil {
 				return err
 			}
+			// Records beyond --limit: said above the table, or on stderr beside -o json's list.
+			waiting := ""
+			if rest := backlog - len(out); len(out) == limit && rest > 0 {
+				waiting = fmt.Sprintf("%d more were not examined (--limit %d, oldest first): run it again", rest, limit)
+				if g.output == "json" {
+					fmt.Fprintf(g.stderr, "brops: %s\n", waiting)
+				}
+			}
 			return g.render(out, func(w io.Writer) {
+				if waiting != "" {
+					fmt.Fprintln(w, waiting)
+				}
 				fmt.Fprintln(w, "EFFECT\tRELEASE RUN\tACTION\tRUN\tREASON")
 				for _, d := range out {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", d.Effect, d.ReleaseRunID, d.Action, i64(nonZero(d.Decision.WorkflowRunID)), d.Decision.Reason)
@@ -113,15 +129,38 @@ prints the decisions without writing anything.`,
 	return cmd
 }
 
+// reconciliationQueue is the oldest limit workflow dispatches in reconciliation_required, by
+// updated_at (the moment each entered it; leaving one changes nothing on its row), through the
+// outbox's attention index. Oldest first, so that records a pass leaves for a person do not keep
+// the next pass from reaching older ones (newest first, as the lists are, more than limit new
+// records would).
+func reconciliationQueue(ctx context.Context, pool *pgxpool.Pool, limit int) ([]outbox.Effect, error) {
+	rows, err := pool.Query(ctx, `SELECT `+outbox.Columns+` FROM control_plane_outbox
+		WHERE status = 'reconciliation_required' AND effect_type = $1 ORDER BY updated_at, id LIMIT $2`, outbox.EffectWorkflowDispatch, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list the dispatches to reconcile: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByName[outbox.Effect])
+}
+
+// reconciliationBacklog counts the workflow dispatches in reconciliation_required.
+func reconciliationBacklog(ctx context.Context, pool *pgxpool.Pool) (int, error) {
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE status = 'reconciliation_required' AND effect_type = $1`,
+		outbox.EffectWorkflowDispatch).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count the dispatches to reconcile: %w", err)
+	}
+	return n, nil
+}
+
 func reconcileAuto(ctx context.Context, pool *pgxpool.Pool, gh *githubapp.Client, operator string, limit int, dryRun bool) ([]autoDecision, error) {
-	effects, err := listEffects(ctx, pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, limit)
+	effects, err := reconciliationQueue(ctx, pool, limit)
 	if err != nil {
 		return nil, err
 	}
 	store := &outbox.Store{}
 	out := make([]autoDecision, 0, len(effects))
-	for i := len(effects) - 1; i >= 0; i-- { // listEffects is newest first
-		e := effects[i]
+	for _, e := range effects {
 		p, cands, err := candidatesFor(ctx, gh, e)
 		if err != nil {
 			return out, err

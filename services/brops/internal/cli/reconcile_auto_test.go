@@ -126,6 +126,18 @@ func TestReconcileAutoResolvesOnlyOneExactMatch(t *testing.T) {
 	if left != 4 || repaired != 1 {
 		t.Fatalf("audit: %d left, %d repaired; want 4 and 1", left, repaired)
 	}
+	// More records than --limit: the oldest are examined (they entered reconciliation first), and
+	// the rest are counted. Newest first, records left for a person would keep a pass from ever
+	// reaching older ones.
+	code, out, errOut := run(t, env, "reconcile", "auto", "--dry-run", "--limit", "2", "-o", "json")
+	var limited []decision
+	if code != 0 || json.Unmarshal([]byte(out), &limited) != nil || len(limited) != 2 || limited[0].Effect != branchDecoy || limited[1].Effect != shaDecoy ||
+		!strings.Contains(errOut, "brops: 2 more were not examined (--limit 2, oldest first)") {
+		t.Fatalf("--limit 2: %d %s %s; want %d and %d", code, out, errOut, branchDecoy, shaDecoy)
+	}
+	if code, out, _ := run(t, env, "reconcile", "auto", "--dry-run", "--limit", "2"); code != 0 || !strings.Contains(out, "2 more were not examined") {
+		t.Fatalf("--limit 2, table: %d %s", code, out)
+	}
 	if code, _, errOut := run(t, map[string]string{"DATABASE_URL": o.env["DATABASE_URL"], "BOARDREADYOPS_OPERATOR": "alice"}, "reconcile", "auto"); code != 2 ||
 		!strings.Contains(errOut, "BOARDREADYOPS_GITHUB_APP_ID") {
 		t.Fatalf("without GitHub credentials: %d %s", code, errOut)
