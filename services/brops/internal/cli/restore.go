@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 // fencedDispatch is one workflow dispatch the restore fence moved to reconciliation_required.
@@ -24,10 +26,12 @@ type fencedDispatch struct {
 
 // fenceResult is what brops restore fence reports.
 type fenceResult struct {
-	Since     time.Time        `json:"since"`
-	Window    time.Time        `json:"window_start"` // since − margin
-	Fenced    []fencedDispatch `json:"fenced"`
-	Redeliver string           `json:"redeliver_command"`
+	Since  time.Time        `json:"since"`
+	Window time.Time        `json:"window_start"` // since − margin
+	Fenced []fencedDispatch `json:"fenced"`
+	// DeadLetters: workflow dispatches left dead-lettered, which need a look before any replay.
+	DeadLetters int    `json:"dead_letter_dispatches"`
+	Redeliver   string `json:"redeliver_command"`
 }
 
 func newRestoreCmd(g *globals) *cobra.Command {
@@ -81,7 +85,15 @@ for the deliveries the restored database never received.`,
 			if err != nil {
 				return fmt.Errorf("fence restored dispatches: %w", err)
 			}
-			res := fenceResult{Since: since, Window: window, Fenced: fenced, Redeliver: redeliverCommand(window, time.Now())}
+			var deadLetters int
+			// Dead letters are left as they are (an operator decided not to send them), but one
+			// replayed after the restore point may have been sent: replaying it again would
+			// dispatch the release twice.
+			if err := pool.QueryRow(cmd.Context(), `SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = $1`,
+				outbox.EffectWorkflowDispatch).Scan(&deadLetters); err != nil {
+				return fmt.Errorf("count dead-lettered dispatches: %w", err)
+			}
+			res := fenceResult{Since: since, Window: window, Fenced: fenced, DeadLetters: deadLetters, Redeliver: redeliverCommand(window, time.Now())}
 			return g.render(res, func(w io.Writer) {
 				fmt.Fprintf(w, "%d workflow dispatches created since %s moved to reconciliation_required\n", len(fenced), window.UTC().Format(time.RFC3339))
 				if len(fenced) > 0 {
@@ -90,6 +102,9 @@ for the deliveries the restored database never received.`,
 						fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", f.ID, f.ReleaseRunID, str(f.ExecutionAttemptID), f.CreatedAt.UTC().Format(time.RFC3339), f.FromStatus)
 					}
 					fmt.Fprintln(w, "next: brops reconcile list, then brops reconcile inspect ID / resolve ID for each")
+				}
+				if res.DeadLetters > 0 {
+					fmt.Fprintf(w, "%d workflow dispatches are dead letters: one replayed after the restore point may have been sent; check GitHub for its release's run before replaying any (brops reconcile inspect ID)\n", res.DeadLetters)
 				}
 				fmt.Fprintf(w, "then recover the deliveries GitHub sent after the restore point:\n  %s\n", res.Redeliver)
 				fmt.Fprintln(w, "new workflow dispatches wait in reconciliation_required until: brops restore close")

@@ -15,6 +15,7 @@ import (
 func TestRestoreFence(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
+	o.dispatch("dead_letter")
 	leased, _, _ := o.dispatch("")
 	available, _, _ := o.dispatch("")
 	if err := o.st.Release(o.ctx, o.pool, available, "w"); err != nil {
@@ -47,10 +48,16 @@ func TestRestoreFence(t *testing.T) {
 			ID         int64  `json:"id"`
 			FromStatus string `json:"from_status"`
 		} `json:"fenced"`
-		Redeliver string `json:"redeliver_command"`
+		DeadLetters int    `json:"dead_letter_dispatches"`
+		Redeliver   string `json:"redeliver_command"`
 	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
+	}
+	// A dead letter is left as it is, and counted: one replayed after the restore point may have
+	// been sent, so it needs a look on GitHub before any replay.
+	if res.DeadLetters != 1 {
+		t.Errorf("%d dead-lettered dispatches reported, want 1", res.DeadLetters)
 	}
 	got := map[int64]string{}
 	for _, f := range res.Fenced {
@@ -77,7 +84,8 @@ func TestRestoreFence(t *testing.T) {
 	}
 	// The table output says what to do next; a second run fences nothing.
 	code, out, _ = run(t, o.env, "restore", "fence", "--since", since)
-	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --include-delivered --since") {
+	if code != 0 || !strings.Contains(out, "0 workflow dispatches") || !strings.Contains(out, "brops webhooks redeliver --include-delivered --since") ||
+		!strings.Contains(out, "1 workflow dispatches are dead letters") {
 		t.Fatalf("second fence: exit %d\n%s", code, out)
 	}
 	// A restore point beyond GitHub's three days of deliveries: the command covers what is left.
