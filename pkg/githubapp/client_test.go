@@ -100,9 +100,17 @@ func TestDispatchWorkflow(t *testing.T) {
 	if len(runs) != 1 || runs[0].ID != id || runs[0].DisplayTitle != "release r1 attempt a1" || e.sim.Dispatches("a1") != 1 {
 		t.Fatalf("runs %+v", runs)
 	}
-	listed, err := e.client.ListWorkflowRuns(ctx, inst, repo, "boardreadyops-release.yml", "workflow_dispatch", time.Now().Add(-time.Hour), 10)
-	if err != nil || len(listed) != 1 || listed[0].ID != id {
-		t.Fatalf("list: %+v %v", listed, err)
+	listed, truncated, err := e.client.ListWorkflowRuns(ctx, inst, repo, "boardreadyops-release.yml", "workflow_dispatch", time.Now().Add(-time.Hour), 10)
+	if err != nil || len(listed) != 1 || listed[0].ID != id || truncated {
+		t.Fatalf("list: %+v %v (truncated %v)", listed, err, truncated)
+	}
+	// More runs than the limit: the newest, and truncated says the oldest were not read.
+	for i := range 3 {
+		e.sim.AddWorkflowRun(repo, "boardreadyops-release.yml", "workflow_dispatch", fmt.Sprintf("release r%d attempt a%d", i+2, i+2), time.Now())
+	}
+	listed, truncated, err = e.client.ListWorkflowRuns(ctx, inst, repo, "boardreadyops-release.yml", "workflow_dispatch", time.Now().Add(-time.Hour), 2)
+	if err != nil || len(listed) != 2 || !truncated {
+		t.Fatalf("list of 4 runs, limit 2: %d runs, %v (truncated %v)", len(listed), err, truncated)
 	}
 }
 

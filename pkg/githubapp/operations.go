@@ -341,15 +341,16 @@ func (c *Client) GetCollaboratorPermission(ctx context.Context, installationID i
 }
 
 // ListWorkflowRuns lists (read-only) the workflow's runs of event created at or after since,
-// newest first, at most limit.
-func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, repository, workflowFile, event string, since time.Time, limit int) ([]WorkflowRun, error) {
+// newest first, at most limit. truncated says that more were created since: the oldest of them,
+// those nearest since, were not read.
+func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, repository, workflowFile, event string, since time.Time, limit int) (out []WorkflowRun, truncated bool, err error) {
 	owner, repo, err := splitRepo(repository)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	opts := &github.ListWorkflowRunsOptions{Event: event, Created: ">=" + since.UTC().Format(time.RFC3339),
 		ListOptions: github.ListOptions{PerPage: 100}}
-	var out []WorkflowRun
+	more := false
 	for len(out) < limit {
 		var runs *github.WorkflowRuns
 		var next int
@@ -363,22 +364,23 @@ func (c *Client) ListWorkflowRuns(ctx context.Context, installationID int64, rep
 			return resp, err
 		})
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		for _, r := range runs.WorkflowRuns {
 			out = append(out, WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
 				Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), HeadSHA: r.GetHeadSHA(), CreatedAt: r.GetCreatedAt().Time,
 				HTMLURL: r.GetHTMLURL()})
 		}
-		if next == 0 {
+		more = next != 0
+		if !more {
 			break
 		}
 		opts.Page = next
 	}
 	if len(out) > limit {
-		out = out[:limit]
+		out, more = out[:limit], true
 	}
-	return out, nil
+	return out, more, nil
 }
 
 // HookDelivery is one attempt of the App's webhook deliveries.

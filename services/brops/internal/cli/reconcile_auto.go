@@ -36,8 +36,27 @@ func (g *globals) github(apiURL string, appID int64, keyFile, what string) (*git
 	return githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: apiURL, Timeout: 20 * time.Second})
 }
 
+// maxCandidateRuns is how many workflow_dispatch runs candidatesFor reads, newest first.
+const maxCandidateRuns = 500
+
+// tooManyRunsError says that more workflow_dispatch runs were created since a dispatch's delivery
+// started than candidatesFor reads: the oldest, those nearest the dispatch, were not looked at,
+// so neither a match nor the absence of one can be decided from what was read.
+type tooManyRunsError struct {
+	effect int64
+	since  time.Time
+	file   string
+}
+
+func (e *tooManyRunsError) Error() string {
+	return fmt.Sprintf("effect %d: more than %d workflow_dispatch runs of %s since %s, newest first: the oldest, nearest the dispatch, were not read; "+
+		"look for its run on GitHub (the workflow's runs created from that time) and resolve it by hand, never --not-dispatched from this",
+		e.effect, maxCandidateRuns, e.file, e.since.UTC().Format(time.RFC3339))
+}
+
 // candidatesFor lists the workflow_dispatch runs GitHub created since the dispatch's delivery
-// started (a minute of slack for clock skew) and classifies them.
+// started (a minute of slack for clock skew) and classifies them. When more were created than it
+// reads, it returns them with a *tooManyRunsError.
 func candidatesFor(ctx context.Context, gh *githubapp.Client, e outbox.Effect) (dispatchPayload, []reconciliation.Candidate, error) {
 	var p dispatchPayload
 	if e.EffectType != outbox.EffectWorkflowDispatch || e.DeliveryStartedAt == nil {
@@ -47,11 +66,15 @@ func candidatesFor(ctx context.Context, gh *githubapp.Client, e outbox.Effect) (
 		return p, nil, fmt.Errorf("effect %d payload: %w", e.ID, err)
 	}
 	from := e.DeliveryStartedAt.Add(-time.Minute)
-	runs, err := gh.ListWorkflowRuns(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowFile, "workflow_dispatch", from, 500)
+	runs, truncated, err := gh.ListWorkflowRuns(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowFile, "workflow_dispatch", from, maxCandidateRuns)
 	if err != nil {
 		return p, nil, fmt.Errorf("effect %d: list workflow runs: %w", e.ID, err)
 	}
-	return p, reconciliation.Candidates(p.dispatch(), runs), nil
+	cands := reconciliation.Candidates(p.dispatch(), runs)
+	if truncated {
+		return p, cands, &tooManyRunsError{effect: e.ID, since: from, file: p.WorkflowFile}
+	}
+	return p, cands, nil
 }
 
 // autoDecision is one record's outcome in reconcile auto.
@@ -162,10 +185,15 @@ func reconcileAuto(ctx context.Context, pool *pgxpool.Pool, gh *githubapp.Client
 	out := make([]autoDecision, 0, len(effects))
 	for _, e := range effects {
 		p, cands, err := candidatesFor(ctx, gh, e)
-		if err != nil {
+		var many *tooManyRunsError
+		if err != nil && !errors.As(err, &many) {
 			return out, err
 		}
 		d := autoDecision{Effect: e.ID, ReleaseRunID: p.ReleaseRunID, Decision: reconciliation.Decide(cands), Candidates: cands}
+		if many != nil {
+			// Not all runs read: no decision, left for a person with the reason.
+			d.Decision = reconciliation.Decision{Reason: many.Error()}
+		}
 		switch {
 		case dryRun && d.Decision.Resolve:
 			d.Action = "would_resolve"

@@ -2,9 +2,11 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -137,6 +139,20 @@ func TestReconcileAutoResolvesOnlyOneExactMatch(t *testing.T) {
 	}
 	if code, out, _ := run(t, env, "reconcile", "auto", "--dry-run", "--limit", "2"); code != 0 || !strings.Contains(out, "2 more were not examined") {
 		t.Fatalf("--limit 2, table: %d %s", code, out)
+	}
+	// More workflow_dispatch runs since the dispatches started than are read: the oldest, nearest
+	// the dispatches, are unread, so nothing is decided, and inspect says so instead of advising
+	// --not-dispatched.
+	for i := range 501 {
+		sim.AddWorkflowRun("octo-org/hello-world", file, "workflow_dispatch", fmt.Sprintf("someone else's run %d", i), time.Now())
+	}
+	for id, d := range decide("--dry-run") {
+		if d.Action != "would_leave" || !strings.Contains(d.Decision.Reason, "more than 500 workflow_dispatch runs") {
+			t.Errorf("effect %d with 501 newer runs: %+v, want left with the reason", id, d)
+		}
+	}
+	if code, out, errOut := run(t, env, "reconcile", "inspect", strconv.FormatInt(none, 10)); code != 1 || !strings.Contains(errOut, "never --not-dispatched") {
+		t.Fatalf("inspect with 501 newer runs: %d %s %s", code, out, errOut)
 	}
 	if code, _, errOut := run(t, map[string]string{"DATABASE_URL": o.env["DATABASE_URL"], "BOARDREADYOPS_OPERATOR": "alice"}, "reconcile", "auto"); code != 2 ||
 		!strings.Contains(errOut, "BOARDREADYOPS_GITHUB_APP_ID") {
