@@ -143,7 +143,11 @@ closes regardless. New releases then dispatch again.`,
 				return err
 			}
 			defer pool.Close()
-			if !closeForce {
+			var open bool
+			if err := pool.QueryRow(cmd.Context(), `SELECT EXISTS (SELECT 1 FROM restore_fences WHERE closed_at IS NULL)`).Scan(&open); err != nil {
+				return fmt.Errorf("read the restore fences: %w", err)
+			}
+			if open && !closeForce {
 				if err := waitHoldDrained(cmd.Context(), pool, closeWait); err != nil {
 					return err
 				}

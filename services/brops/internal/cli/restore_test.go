@@ -129,6 +129,11 @@ func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	if s := o.status(free); s != outbox.StatusAvailable {
 		t.Fatalf("dispatch created after the hold is %s, want available", s)
 	}
+	// With no hold open there is nothing to wait for, pending work or not.
+	o.createRun()
+	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 0 || !strings.Contains(out, "0 restore fence holds closed") {
+		t.Fatalf("close with no hold open: %d %s %s", code, out, errOut)
+	}
 	// --force closes with work pending.
 	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
 		t.Fatalf("fence: %d %s %s", code, out, errOut)
