@@ -1454,6 +1454,7 @@ CREATE FUNCTION public.boardreadyops_outbox_replay(p_id bigint, p_operator text,
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     r public.control_plane_outbox;
+    v_window timestamptz;
 BEGIN
     IF p_operator IS NULL OR btrim(p_operator) = '' THEN
         RAISE EXCEPTION 'replay needs the operator''s identity' USING ERRCODE = '22023';
@@ -1476,6 +1477,28 @@ BEGIN
     IF r.status <> 'dead_letter' THEN
         RAISE EXCEPTION 'outbox record % is %, only dead letters can be replayed', p_id, r.status
             USING ERRCODE = 'BR003';
+    END IF;
+    -- While a restore fence's hold is open, a dead-lettered workflow dispatch may have been
+    -- replayed and sent by the old deployment after the restore point (00067): replayed again
+    -- (by an operator, or by a redelivered Retry press), it waits in reconciliation_required as a
+    -- new dispatch does, instead of going out a second time.
+    IF r.effect_type = 'github.workflow.dispatch' THEN
+        SELECT f.window_start INTO v_window FROM public.restore_fences f WHERE f.closed_at IS NULL ORDER BY f.id DESC LIMIT 1;
+        IF FOUND THEN
+            INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+            VALUES (v_now, p_operator, 'outbox.replay', 'outbox', p_id, p_reason,
+                    jsonb_build_object('last_error', r.last_error, 'attempts', r.attempts, 'restore_fence_window', v_window),
+                    r.status, 'reconciliation_required');
+            UPDATE public.control_plane_outbox
+            SET status = 'reconciliation_required', available_at = v_now, attempts = 0, delivery_started_at = v_window,
+                last_error = 'restore fence open since ' || to_char(v_window AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+                    || ': replayed while held; the old deployment may have replayed and sent it after the restore point; inspect and resolve',
+                updated_at = v_now
+            WHERE public.control_plane_outbox.id = p_id
+            RETURNING * INTO r;
+            PERFORM public.boardreadyops_release_run_block(p_id, v_now);
+            RETURN r;
+        END IF;
     END IF;
     INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
     VALUES (v_now, p_operator, 'outbox.replay', 'outbox', p_id, p_reason,

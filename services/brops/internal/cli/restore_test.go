@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +142,44 @@ func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	o.createRun()
 	if code, out, errOut := run(t, o.env, "restore", "close", "--force"); code != 0 || !strings.Contains(out, "1 restore fence holds closed") {
 		t.Fatalf("close --force: %d %s %s", code, out, errOut)
+	}
+}
+
+// While the fence's hold is open, a dead-lettered workflow dispatch replayed (by an operator, or by
+// a redelivered Retry press) may be one the old deployment replayed and sent after the restore
+// point: it goes to reconciliation_required with the fence's window as its delivery start, and its
+// run stays blocked. After the close a replay makes it available again (00067).
+func TestRestoreFenceHoldsReplayedDispatches(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	held, heldRun, _ := o.dispatch("dead_letter")
+	free, _, _ := o.dispatch("dead_letter")
+	since := time.Now().Add(-time.Minute).UTC().Truncate(time.Second)
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", since.Format(time.RFC3339), "--margin", "5m"); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(held, 10), "--reason", "press Retry again"); code != 0 {
+		t.Fatalf("replay while held: %d %s %s", code, out, errOut)
+	}
+	e, err := outbox.Get(o.ctx, o.pool, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Status != outbox.StatusReconciliationRequired || e.DeliveryStartedAt == nil || !e.DeliveryStartedAt.Equal(since.Add(-5*time.Minute)) {
+		t.Fatalf("dispatch replayed while held: %s, delivery started %v; want reconciliation_required from %v", e.Status, e.DeliveryStartedAt, since.Add(-5*time.Minute))
+	}
+	var runStatus, audited string
+	if err := o.pool.QueryRow(o.ctx, `SELECT status FROM release_runs WHERE id = $1`, heldRun).Scan(&runStatus); err != nil || runStatus != "blocked" {
+		t.Fatalf("run of the held replay is %s (%v), want blocked", runStatus, err)
+	}
+	if err := o.pool.QueryRow(o.ctx, `SELECT to_status FROM control_plane_audit WHERE action = 'outbox.replay' AND subject_id = $1`, held).Scan(&audited); err != nil ||
+		audited != outbox.StatusReconciliationRequired {
+		t.Fatalf("replay audited to %q (%v)", audited, err)
+	}
+	if code, out, errOut := run(t, o.env, "restore", "close", "--force"); code != 0 {
+		t.Fatalf("close: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(free, 10), "--reason", "after the close"); code != 0 || o.status(free) != outbox.StatusAvailable {
+		t.Fatalf("replay after the close: %d %s %s, status %s", code, out, errOut, o.status(free))
 	}
 }
