@@ -95,7 +95,7 @@ for the deliveries the restored database never received.`,
 			}
 			res := fenceResult{Since: since, Window: window, Fenced: fenced, DeadLetters: deadLetters, Redeliver: redeliverCommand(window, time.Now())}
 			return g.render(res, func(w io.Writer) {
-				fmt.Fprintf(w, "%d workflow dispatches created since %s moved to reconciliation_required\n", len(fenced), window.UTC().Format(time.RFC3339))
+				fmt.Fprintf(w, "%d workflow dispatches not yet delivered (available or leased, however old) moved to reconciliation_required\n", len(fenced))
 				if len(fenced) > 0 {
 					fmt.Fprintln(w, "ID\tRELEASE RUN\tATTEMPT\tCREATED\tWAS")
 					for _, f := range fenced {
@@ -126,10 +126,10 @@ a redelivered push creates a new release run, which the old deployment may alrea
 dispatched under other ids, and a check-run creation restored mid-way enqueues a dispatch the old
 deployment sent. Close the hold once brops webhooks redeliver has run and its --dry-run lists
 none, lifecycle has processed the redeliveries and the dispatchers have done the pending
-check-run creations. The last two it checks itself: it closes only when no push job and no
-github.check_run.create effect is available, leased or dead-lettered (each would create a
-release run or enqueue a dispatch after the close, unheld), waiting up to --wait for them; --force
-closes regardless. New releases then dispatch again.`,
+check-run creations. The last two it checks itself: it closes only when no push or check_run job
+and no check-run creation or permission read is available or leased, or dead-lettered since the
+fence (each would create a release run or enqueue or replay a dispatch after the close, unheld),
+waiting up to --wait for them; --force closes regardless. New releases then dispatch again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(closeOperator) == "" {
@@ -166,30 +166,34 @@ closes regardless. New releases then dispatch again.`,
 	return cmd
 }
 
-// waitHoldDrained waits up to wait until no push job and no check-run creation is pending
-// (available, leased or dead-lettered): each would, after the hold's close, create a release run
-// or enqueue a workflow dispatch that the hold no longer catches. Each status is counted through
-// its partial index.
+// waitHoldDrained waits up to wait until no push or check_run job and no check-run creation or
+// permission read is pending (available or leased, or dead-lettered since the open fence): each
+// would, after the hold's close, create a release run, start a re-run's attempt or replay a
+// dispatch, which the hold would no longer catch. Dead letters from before the fence are the
+// fence's count to report, not this wait's: some can never be cleared. Each status is counted
+// through its partial index.
 func waitHoldDrained(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	for {
 		var pushes, creations int64
-		if err := pool.QueryRow(ctx, `SELECT
-			(SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND kind = 'push')
-			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased' AND kind = 'push')
-			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter' AND kind = 'push'),
-			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND effect_type = 'github.check_run.create')
-			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased' AND effect_type = 'github.check_run.create')
-			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = 'github.check_run.create')`).Scan(&pushes, &creations); err != nil {
+		if err := pool.QueryRow(ctx, `WITH f AS (SELECT min(fenced_at) AS at FROM restore_fences WHERE closed_at IS NULL)
+			SELECT
+			(SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND kind IN ('push', 'check_run'))
+			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased' AND kind IN ('push', 'check_run'))
+			+ (SELECT count(*) FROM control_plane_jobs j, f WHERE j.status = 'dead_letter' AND j.updated_at >= f.at AND j.kind IN ('push', 'check_run')),
+			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND effect_type = ANY ($1))
+			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased' AND effect_type = ANY ($1))
+			+ (SELECT count(*) FROM control_plane_outbox o, f WHERE o.status = 'dead_letter' AND o.updated_at >= f.at AND o.effect_type = ANY ($1))`,
+			[]string{outbox.EffectCheckRunCreate, outbox.EffectCollaboratorPermissionRead}).Scan(&pushes, &creations); err != nil {
 			return fmt.Errorf("read pending push jobs and check-run creations: %w", err)
 		}
 		if pushes == 0 && creations == 0 {
 			return nil
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("not closed: %d push jobs and %d check-run creations are still available, leased or dead-lettered; "+
+			return fmt.Errorf("not closed: %d push or check_run jobs and %d check-run creations or permission reads are still available, leased or dead-lettered since the fence; "+
 				"closed now, a release run they lead to would be dispatched without the hold, a second time if the old deployment dispatched it. "+
-				"Wait for lifecycle and the dispatchers (brops jobs list, brops outbox list --effect-type github.check_run.create), "+
+				"Wait for lifecycle and the dispatchers (brops jobs list, brops outbox list --effect-type github.check_run.create or github.collaborator_permission.read), "+
 				"replay or resolve dead letters, and run it again; --force closes regardless", pushes, creations)
 		}
 		select {

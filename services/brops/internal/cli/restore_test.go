@@ -102,6 +102,11 @@ func TestRestoreFence(t *testing.T) {
 func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
+	// A check-run creation dead-lettered before the fence (some never clear): the fence reports
+	// dead letters, the close does not wait for them.
+	if err := o.st.DeadLetter(o.ctx, o.pool, o.claimFor(o.createRun(), outbox.EffectCheckRunCreate), "w", "github create_check_run: rejected (HTTP 422)"); err != nil {
+		t.Fatal(err)
+	}
 	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
 		t.Fatalf("fence: %d %s %s", code, out, errOut)
 	}
@@ -113,8 +118,23 @@ func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	// unheld. The close refuses and the hold stays.
 	pending := o.createRun()
 	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
-		!strings.Contains(errOut, "not closed: 0 push jobs and 1 check-run creations") {
+		!strings.Contains(errOut, "not closed: 0 push or check_run jobs and 1 check-run creations or permission reads") {
 		t.Fatalf("close with a creation pending: %d %s %s", code, out, errOut)
+	}
+	// A redelivered check_run event (a re-run requested before the restore point) still pending:
+	// it would start an attempt and enqueue its dispatch after the close.
+	var job int64
+	if err := o.pool.QueryRow(o.ctx, `WITH i AS (INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+		VALUES ('rerequested-1', 'check_run', '{}', sha256('x'::bytea)) RETURNING id)
+		INSERT INTO control_plane_jobs (kind, inbox_id) SELECT 'check_run', id FROM i RETURNING id`).Scan(&job); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
+		!strings.Contains(errOut, "not closed: 1 push or check_run jobs and 1 check-run creations or permission reads") {
+		t.Fatalf("close with a check_run job pending: %d %s %s", code, out, errOut)
+	}
+	if _, err := o.pool.Exec(o.ctx, `DELETE FROM control_plane_jobs WHERE id = $1`, job); err != nil {
+		t.Fatal(err)
 	}
 	late, err := o.st.CompleteCheckRunCreate(o.ctx, o.pool, o.claimFor(pending, outbox.EffectCheckRunCreate), "w", 4002)
 	if err != nil {

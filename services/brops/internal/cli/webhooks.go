@@ -130,6 +130,9 @@ what it read and exits 1: the window's oldest deliveries were not looked at.`,
 			if err != nil {
 				return usageError{err}
 			}
+			if maxPages < 1 || maxRequests < 1 {
+				return usageError{fmt.Errorf("--max-pages %d, --max-requests %d: want at least 1 each", maxPages, maxRequests)}
+			}
 			if appID <= 0 || keyFile == "" {
 				return usageError{errors.New("set BOARDREADYOPS_GITHUB_APP_ID and BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE (or the flags)")}
 			}

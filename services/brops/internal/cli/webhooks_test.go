@@ -171,4 +171,9 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 			t.Errorf("--since %s: %d %s, want a usage error", bad, code, errOut)
 		}
 	}
+	for _, bad := range [][]string{{"--max-pages", "0"}, {"--max-requests", "0"}} {
+		if code, _, errOut := run(t, env, append([]string{"webhooks", "redeliver", "--since", "6h"}, bad...)...); code != 2 || !strings.Contains(errOut, "want at least 1") {
+			t.Errorf("%v: %d %s, want a usage error", bad, code, errOut)
+		}
+	}
 }
