@@ -129,7 +129,7 @@ prints the decisions without writing anything.`,
 			// Records beyond --limit: said above the table, or on stderr beside -o json's list.
 			waiting := ""
 			if rest := backlog - len(out); len(out) == limit && rest > 0 {
-				waiting = fmt.Sprintf("%d more were not examined (--limit %d, oldest first): run it again", rest, limit)
+				waiting = fmt.Sprintf("%d more were not examined (--limit %d; passes take turns, the least recently examined first): run it again", rest, limit)
 				if g.output == "json" {
 					fmt.Fprintf(g.stderr, "brops: %s\n", waiting)
 				}
@@ -152,14 +152,20 @@ prints the decisions without writing anything.`,
 	return cmd
 }
 
-// reconciliationQueue is the oldest limit workflow dispatches in reconciliation_required, by
-// updated_at (the moment each entered it; leaving one changes nothing on its row), through the
-// outbox's attention index. Oldest first, so that records a pass leaves for a person do not keep
-// the next pass from reaching older ones (newest first, as the lists are, more than limit new
-// records would).
+// reconciliationQueue is the next limit workflow dispatches in reconciliation_required for a
+// pass of reconcile auto: those no pass has left since they entered it first, oldest first (by
+// updated_at, the moment each entered; leaving one writes only an audit row), then those left the
+// longest ago. So passes take turns over the records a person has not resolved yet, and records
+// left again and again do not keep a pass from the others, old or new. It reads every record in
+// reconciliation_required (the attention index; a few hundred after a restore) and each one's
+// audit rows by subject.
 func reconciliationQueue(ctx context.Context, pool *pgxpool.Pool, limit int) ([]outbox.Effect, error) {
-	rows, err := pool.Query(ctx, `SELECT `+outbox.Columns+` FROM control_plane_outbox
-		WHERE status = 'reconciliation_required' AND effect_type = $1 ORDER BY updated_at, id LIMIT $2`, outbox.EffectWorkflowDispatch, limit)
+	rows, err := pool.Query(ctx, `SELECT `+outbox.Columns+` FROM control_plane_outbox o
+		WHERE o.status = 'reconciliation_required' AND o.effect_type = $1
+		ORDER BY (SELECT max(a.occurred_at) FROM control_plane_audit a
+		          WHERE a.subject_type = 'outbox' AND a.subject_id = o.id AND a.action = 'outbox.reconciliation.left'
+		            AND a.occurred_at >= o.updated_at) NULLS FIRST, o.updated_at, o.id
+		LIMIT $2`, outbox.EffectWorkflowDispatch, limit)
 	if err != nil {
 		return nil, fmt.Errorf("list the dispatches to reconcile: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -128,14 +129,30 @@ func TestReconcileAutoResolvesOnlyOneExactMatch(t *testing.T) {
 	if left != 4 || repaired != 1 {
 		t.Fatalf("audit: %d left, %d repaired; want 4 and 1", left, repaired)
 	}
-	// More records than --limit: the oldest are examined (they entered reconciliation first), and
-	// the rest are counted. Newest first, records left for a person would keep a pass from ever
-	// reaching older ones.
-	code, out, errOut := run(t, env, "reconcile", "auto", "--dry-run", "--limit", "2", "-o", "json")
-	var limited []decision
-	if code != 0 || json.Unmarshal([]byte(out), &limited) != nil || len(limited) != 2 || limited[0].Effect != branchDecoy || limited[1].Effect != shaDecoy ||
-		!strings.Contains(errOut, "brops: 2 more were not examined (--limit 2, oldest first)") {
-		t.Fatalf("--limit 2: %d %s %s; want %d and %d", code, out, errOut, branchDecoy, shaDecoy)
+	// More records than --limit: passes take turns, the least recently left first (the four were
+	// left in this order above), and the rest are counted. Newest first, or oldest first alone,
+	// records left for a person would keep every pass from the others.
+	examined := func(args ...string) []int64 {
+		t.Helper()
+		code, out, errOut := run(t, env, append([]string{"reconcile", "auto", "--limit", "2", "-o", "json"}, args...)...)
+		var ds []decision
+		if code != 0 || json.Unmarshal([]byte(out), &ds) != nil || !strings.Contains(errOut, "brops: 2 more were not examined (--limit 2;") {
+			t.Fatalf("--limit 2 %v: %d %s %s", args, code, out, errOut)
+		}
+		var ids []int64
+		for _, d := range ds {
+			ids = append(ids, d.Effect)
+		}
+		return ids
+	}
+	if got := examined("--dry-run"); !slices.Equal(got, []int64{branchDecoy, shaDecoy}) {
+		t.Fatalf("--limit 2, dry run: %v, want %d and %d", got, branchDecoy, shaDecoy)
+	}
+	if got := examined(); !slices.Equal(got, []int64{branchDecoy, shaDecoy}) {
+		t.Fatalf("--limit 2: %v, want %d and %d", got, branchDecoy, shaDecoy)
+	}
+	if got := examined(); !slices.Equal(got, []int64{twice, none}) {
+		t.Fatalf("--limit 2, the next pass: %v, want %d and %d", got, twice, none)
 	}
 	if code, out, _ := run(t, env, "reconcile", "auto", "--dry-run", "--limit", "2"); code != 0 || !strings.Contains(out, "2 more were not examined") {
 		t.Fatalf("--limit 2, table: %d %s", code, out)
