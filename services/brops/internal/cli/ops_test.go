@@ -313,3 +313,27 @@ func TestStatsAndReleaseRuns(t *testing.T) {
 		t.Fatalf("jobs list: %d %s", code, out)
 	}
 }
+
+// reconcile list shows the newest 1,000 records and says how many there are when there are more
+// (after a restore there can be), instead of leaving the rest out silently.
+func TestReconcileListSaysWhatItLeavesOut(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	id, _, _ := o.dispatch("reconciliation_required")
+	// 1,000 copies of the record as later generations of the same attempt: the effect key differs.
+	if _, err := o.pool.Exec(o.ctx, `INSERT INTO control_plane_outbox (effect_type, idempotency_key, generation, payload, status, attempts,
+			max_attempts, available_at, delivery_started_at, last_error, release_run_id, execution_attempt_id, installation_id, created_at, updated_at)
+		SELECT effect_type, idempotency_key || ':g' || g, g, payload, status, attempts, max_attempts, available_at, delivery_started_at,
+			last_error, release_run_id, execution_attempt_id, installation_id, created_at, updated_at
+		FROM control_plane_outbox, generate_series(1, 1000) g WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, o.env, "reconcile", "list", "-o", "json")
+	var listed []json.RawMessage
+	if code != 0 || json.Unmarshal([]byte(out), &listed) != nil || len(listed) != 1000 || !strings.Contains(errOut, "brops: the newest 1000 of 1001 shown") {
+		t.Fatalf("list of 1,001: %d, %d listed, stderr %q", code, len(listed), errOut)
+	}
+	if code, out, _ := run(t, o.env, "reconcile", "list"); code != 0 || !strings.HasPrefix(out, "the newest 1000 of 1001 shown\n") {
+		t.Fatalf("list of 1,001, table: %d %.200s", code, out)
+	}
+}

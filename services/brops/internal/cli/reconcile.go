@@ -29,6 +29,9 @@ func (p dispatchPayload) dispatch() reconciliation.Dispatch {
 	return reconciliation.Dispatch{ReleaseRunID: p.ReleaseRunID, ExecutionAttemptID: p.ExecutionAttemptID, Ref: p.Ref, HeadSHA: p.HeadSHA}
 }
 
+// maxReconcileList is how many records brops reconcile list shows, the newest first.
+const maxReconcileList = 1000
+
 func newReconcileCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reconcile",
@@ -46,11 +49,28 @@ func newReconcileCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			effects, err := listEffects(cmd.Context(), pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, 1000)
+			effects, err := listEffects(cmd.Context(), pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, maxReconcileList)
 			if err != nil {
 				return err
 			}
+			// More than the list shows: said above the table, or on stderr beside -o json's list.
+			more := ""
+			if len(effects) == maxReconcileList {
+				backlog, err := reconciliationBacklog(cmd.Context(), pool)
+				if err != nil {
+					return err
+				}
+				if backlog > len(effects) {
+					more = fmt.Sprintf("the newest %d of %d shown", len(effects), backlog)
+					if g.output == "json" {
+						fmt.Fprintf(g.stderr, "brops: %s\n", more)
+					}
+				}
+			}
 			return g.render(effects, func(w io.Writer) {
+				if more != "" {
+					fmt.Fprintln(w, more)
+				}
 				fmt.Fprintln(w, "ID\tRELEASE RUN\tATTEMPT\tDELIVERY STARTED\tLAST ERROR")
 				for _, e := range effects {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\n", e.ID, e.ReleaseRunID, str(e.ExecutionAttemptID), since(e.DeliveryStartedAt), truncate(str(e.LastError), 80))
