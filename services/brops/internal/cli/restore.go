@@ -159,8 +159,8 @@ waiting up to --wait for them; --force closes regardless. New releases then disp
 			return g.render(map[string]int{"closed": n}, func(w io.Writer) { fmt.Fprintf(w, "%d restore fence holds closed\n", n) })
 		},
 	}
-	closeCmd.Flags().DurationVar(&closeWait, "wait", time.Minute, "wait this long for pending push jobs and check-run creations")
-	closeCmd.Flags().BoolVar(&closeForce, "force", false, "close even while push jobs or check-run creations are pending")
+	closeCmd.Flags().DurationVar(&closeWait, "wait", time.Minute, "wait this long for pending push and check_run jobs, check-run creations and permission reads")
+	closeCmd.Flags().BoolVar(&closeForce, "force", false, "close even while such work is pending (see --wait)")
 	g.operatorFlag(closeCmd, &closeOperator)
 	cmd.AddCommand(fence, closeCmd)
 	return cmd
