@@ -800,3 +800,65 @@ func TestOlderCheckRunUpdateNeverSentAfterNewer(t *testing.T) {
 		}
 	}
 }
+
+// A dead-lettered check-run update replayed after a newer update of its run was enqueued (an
+// installation's suspension dead-letters everything it has queued; a Retry press replays a run's
+// dead letters) must not be sent after the newer one: the check run would go back to the older
+// state. It completes as superseded instead, audited (00068).
+func TestReplayedOlderCheckRunUpdateIsSuperseded(t *testing.T) {
+	t.Parallel()
+	for _, newer := range []bool{true, false} {
+		t.Run(fmt.Sprintf("newer update %v", newer), func(t *testing.T) {
+			t.Parallel()
+			ctx, b := setup(t)
+			r := createRun(t, ctx, b)
+			if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET check_run_id = 555 WHERE id = $1`, r.ID); err != nil {
+				t.Fatal(err)
+			}
+			update := func(state string) int64 {
+				var id int64
+				if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
+					r.ID, state, b.clock.Now()).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
+			older := update("running")
+			claimOne(t, ctx, b, "w1", older)
+			if err := b.store.DeadLetter(ctx, b.pool, older, "w1", "installation suspended"); err != nil {
+				t.Fatal(err)
+			}
+			var newest int64
+			if newer {
+				newest = update("succeeded")
+			}
+			e, err := b.store.Replay(ctx, b.pool, older, "alice", "installation unsuspended")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var to string
+			if err := b.pool.QueryRow(ctx, `SELECT to_status FROM control_plane_audit WHERE action = 'outbox.replay' AND subject_id = $1`,
+				older).Scan(&to); err != nil {
+				t.Fatal(err)
+			}
+			if !newer {
+				if e.Status != outbox.StatusAvailable || to != outbox.StatusAvailable {
+					t.Fatalf("replayed update with nothing newer: %s, audited to %s; want available", e.Status, to)
+				}
+				return
+			}
+			if e.Status != outbox.StatusCompleted || e.SupersededBy == nil || *e.SupersededBy != newest || to != outbox.StatusCompleted {
+				t.Fatalf("replayed older update: %s superseded by %v, audited to %s; want completed, superseded by %d",
+					e.Status, deref(e.SupersededBy), to, newest)
+			}
+			b.clock.Advance(time.Hour)
+			claimed, err := b.store.Claim(ctx, b.pool, "w2", 10, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(claimed) != 1 || claimed[0].ID != newest {
+				t.Fatalf("claimed %+v, want only the newest update %d", claimed, newest)
+			}
+		})
+	}
+}

@@ -1455,6 +1455,7 @@ DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     r public.control_plane_outbox;
     v_window timestamptz;
+    v_newer bigint;
 BEGIN
     IF p_operator IS NULL OR btrim(p_operator) = '' THEN
         RAISE EXCEPTION 'replay needs the operator''s identity' USING ERRCODE = '22023';
@@ -1477,6 +1478,21 @@ BEGIN
     IF r.status <> 'dead_letter' THEN
         RAISE EXCEPTION 'outbox record % is %, only dead letters can be replayed', p_id, r.status
             USING ERRCODE = 'BR003';
+    END IF;
+    -- A check-run update whose run has a newer one is never sent again (00068): sent after the
+    -- newer one, it would put an older state back on the check run. Replayed, it completes as
+    -- superseded, as a retry, a deferral or a release of it does, and the audit row says so.
+    IF r.effect_type = 'github.check_run.complete' THEN
+        v_newer := public.boardreadyops_outbox_newer_check_run_update(r.id, r.release_run_id);
+        IF v_newer IS NOT NULL THEN
+            INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, reason, evidence, from_status, to_status)
+            VALUES (v_now, p_operator, 'outbox.replay', 'outbox', p_id, p_reason,
+                    jsonb_build_object('last_error', r.last_error, 'attempts', r.attempts, 'superseded_by', v_newer),
+                    r.status, 'completed');
+            PERFORM public.boardreadyops_outbox_supersede_check_run_update(r, 'replayed by ' || p_operator, v_now);
+            SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id;
+            RETURN r;
+        END IF;
     END IF;
     -- While a restore fence's hold is open, a dead-lettered workflow dispatch may have been
     -- replayed and sent by the old deployment after the restore point (00067): replayed again

@@ -240,7 +240,10 @@ it (brops reconcile resolve).`,
 				r := result{ID: id, Status: "available"}
 				var err error
 				if subject == "outbox" {
-					_, err = (&outbox.Store{}).Replay(cmd.Context(), pool, id, operator, reason)
+					var e outbox.Effect
+					if e, err = (&outbox.Store{}).Replay(cmd.Context(), pool, id, operator, reason); err == nil {
+						r.Status, r.Hint = replayOutcome(e)
+					}
 				} else {
 					_, err = replayJob(cmd.Context(), pool, id, operator, reason)
 				}
@@ -277,6 +280,21 @@ it (brops reconcile resolve).`,
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be replayed, change nothing")
 	cmd.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	return cmd
+}
+
+// replayOutcome says what a replay did to an outbox record: most go back to the queue, but a
+// check-run update with a newer one for its run completes as superseded (00068), and a workflow
+// dispatch replayed under an open restore fence waits for reconciliation (00067).
+func replayOutcome(e outbox.Effect) (status, detail string) {
+	switch {
+	case e.Status == outbox.StatusCompleted && e.SupersededBy != nil:
+		return "superseded", fmt.Sprintf("not sent: the newer check-run update %d of its run is sent instead", *e.SupersededBy)
+	case e.Status == outbox.StatusReconciliationRequired:
+		return e.Status, "held by the open restore fence: the old deployment may have sent it; run `brops reconcile inspect " +
+			strconv.FormatInt(e.ID, 10) + "`, then `brops reconcile resolve` with the evidence"
+	default:
+		return e.Status, ""
+	}
 }
 
 func deadLetterIDs(ctx context.Context, pool *pgxpool.Pool, subject, effectType string) ([]int64, error) {

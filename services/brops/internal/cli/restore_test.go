@@ -178,8 +178,9 @@ func TestRestoreFenceHoldsReplayedDispatches(t *testing.T) {
 	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", since.Format(time.RFC3339), "--margin", "5m"); code != 0 {
 		t.Fatalf("fence: %d %s %s", code, out, errOut)
 	}
-	if code, out, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(held, 10), "--reason", "press Retry again"); code != 0 {
-		t.Fatalf("replay while held: %d %s %s", code, out, errOut)
+	if code, out, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(held, 10), "--reason", "press Retry again"); code != 0 ||
+		!strings.Contains(out, "reconciliation_required") || !strings.Contains(out, "restore fence") {
+		t.Fatalf("replay while held: %d %s %s; want it shown as held for reconciliation", code, out, errOut)
 	}
 	e, err := outbox.Get(o.ctx, o.pool, held)
 	if err != nil {
