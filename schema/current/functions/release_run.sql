@@ -76,6 +76,16 @@ BEGIN
     IF run.status IN ('succeeded', 'failed', 'cancelled') THEN
         RAISE EXCEPTION 'release run % is %: only an unfinished run is cancelled', p_run_id, run.status USING ERRCODE = 'BR003';
     END IF;
+    -- Lock the run's queued effects before looking for busy ones (00069). A claim that had taken a
+    -- dispatch but not yet committed was invisible to the check; the UPDATE below then waited for
+    -- it, found the dispatch leased and skipped it, and the cancel succeeded while the dispatch went
+    -- out. Now the cancel waits for such a claim here and the check sees the lease; a queued effect
+    -- locked here is skipped by every claim (SKIP LOCKED) until the cancel commits. Leased effects
+    -- are not locked: their completions lock the run after them.
+    PERFORM 1 FROM public.control_plane_outbox o
+    WHERE o.release_run_id = run.id AND o.status IN ('available', 'dead_letter')
+    ORDER BY o.id
+    FOR UPDATE;
     SELECT string_agg(format('effect %s (%s) is %s', o.id, o.effect_type, o.status), '; ' ORDER BY o.id) INTO v_busy
     FROM public.control_plane_outbox o
     WHERE o.release_run_id = run.id AND o.status IN ('leased', 'reconciliation_required');

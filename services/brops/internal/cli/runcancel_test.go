@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/boardreadyops/cloud/pkg/checkrun"
 	"github.com/boardreadyops/cloud/pkg/outbox"
@@ -62,5 +63,68 @@ func TestReleaseRunsCancel(t *testing.T) {
 	}
 	if code, out, _ := run(t, o.env, "release-runs", "show", runID); code != 0 || !strings.Contains(out, "operator: release_run.cancel") {
 		t.Fatalf("show after cancel: %d %s", code, out)
+	}
+}
+
+// A cancel that starts while a claim is taking the run's workflow dispatch (the claim's
+// transaction not yet committed) must not succeed: the dispatcher would send the dispatch of a
+// cancelled run. It waits for the claim, then refuses as for any effect being delivered (00069).
+func TestReleaseRunsCancelWaitsForAClaimInFlight(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	dispatchID, runID := o.enqueueDispatch()
+
+	claim, err := o.pool.Begin(o.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer claim.Rollback(o.ctx) //nolint:errcheck // committed below
+	var claimed int64
+	if err := claim.QueryRow(o.ctx, `SELECT id FROM boardreadyops_outbox_claim('w-claim', 10, '1 minute')`).Scan(&claimed); err != nil || claimed != dispatchID {
+		t.Fatalf("claim: %d (%v), want the dispatch %d", claimed, err, dispatchID)
+	}
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := run(t, o.env, "release-runs", "cancel", runID, "--reason", "wrong tag pushed")
+		done <- result{code, out, errOut}
+	}()
+	// The cancel reaches the dispatch's row lock while the claim holds it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting int
+		if err := o.pool.QueryRow(o.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%release_run_cancel%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the cancel finished while the claim held the dispatch: %d %s %s", r.code, r.out, r.errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cancel never waited for the claim")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := claim.Commit(o.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.errOut, "cannot be cancelled now") || !strings.Contains(r.errOut, "is leased") {
+		t.Fatalf("cancel beside a claim: %d %s %s; want it refused, the dispatch leased", r.code, r.out, r.errOut)
+	}
+	var status string
+	if err := o.pool.QueryRow(o.ctx, `SELECT status FROM release_runs WHERE id = $1`, runID).Scan(&status); err != nil || status == "cancelled" {
+		t.Fatalf("run %s (%v) while its dispatch is being sent", status, err)
+	}
+	if o.status(dispatchID) != outbox.StatusLeased {
+		t.Fatalf("dispatch %s, want leased by the claim", o.status(dispatchID))
 	}
 }
