@@ -85,8 +85,10 @@ BEGIN
     ON CONFLICT (installation_id) DO NOTHING;
     SELECT * INTO r FROM public.github_installation_limits WHERE installation_id = p_installation_id FOR UPDATE;
     v_level := CASE WHEN r.blocked_until IS NULL OR r.blocked_until < v_now - p_max_backoff THEN 0 ELSE r.backoff_level END;
+    -- The jitter only lengthens a block (00070): GitHub asks for at least a minute after a
+    -- secondary limit that names no wait, so the backoff is a floor, never a mean.
     v_until := coalesce(p_until,
-        v_now + least(p_backoff * power(2, v_level), p_max_backoff) * (0.9 + 0.2 * random()));
+        v_now + least(p_backoff * power(2, v_level), p_max_backoff) * (1.0 + 0.2 * random()));
     v_until := greatest(v_until, r.blocked_until);
     UPDATE public.github_installation_limits
     SET blocked_until = v_until, backoff_level = least(v_level + 1, 20), updated_at = v_now

@@ -196,7 +196,7 @@ func TestRateLimitBlockIsSharedByReplicas(t *testing.T) {
 			freeDuring++
 		}
 	}
-	if b := blockedUntil.Sub(limitedAt); b < backoff*8/10 || b > backoff*12/10 {
+	if b := blockedUntil.Sub(limitedAt); b < backoff || b > backoff*13/10 {
 		t.Fatalf("blocked %v after the limit, want the backoff %v ± jitter", b, backoff)
 	}
 	if freeDuring == 0 {
