@@ -165,7 +165,7 @@ func attentionPanels() []panel {
 		},
 		{
 			title:            "Retention falling behind",
-			description:      "Age of the oldest row past its retention, over all tables; 0 while retention keeps up (the Retention row has it by table).",
+			description:      "How long the oldest row past its retention has been past it, over all tables; 0 while retention keeps up (the Retention row has it by table).",
 			unit:             "s",
 			emptyWhenHealthy: true,
 			queries:          []query{{`max(` + m("boardreadyops_retention_oldest_expired_seconds") + `)`, "oldest expired"}},
@@ -215,7 +215,7 @@ func retentionPanels() []panel {
 		},
 		{
 			title:            "Oldest expired row, by table",
-			description:      "Age of the oldest row past its retention, by table; it grows when deletion falls behind.",
+			description:      "How long the oldest row past its retention has been past it, by table; it grows when deletion falls behind.",
 			unit:             "s",
 			emptyWhenHealthy: true,
 			queries:          []query{{`max by (table) (` + m("boardreadyops_retention_oldest_expired_seconds") + `)`, "{{table}}"}},

@@ -35,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Rows deleted by retention, by table (control_plane_jobs also deletes their webhook_inbox rows; release_runs their attempts and effects; webhook_body_digests are replay-defence digests past the replay window)."},
 			[]string{"table"}),
 		OldestExpired: f.NewGaugeVec(prometheus.GaugeOpts{Name: "boardreadyops_retention_oldest_expired_seconds",
-			Help: "Age in seconds of the oldest row past its retention period, by table; 0 when none."}, []string{"table"}),
+			Help: "Seconds since the oldest row past its retention period crossed it (how far deletion is behind), by table; 0 when none."}, []string{"table"}),
 		LastPass: f.NewGauge(prometheus.GaugeOpts{Name: "boardreadyops_retention_last_pass_seconds",
 			Help: "Duration in seconds of this replica's last complete retention pass."}),
 		Passes: f.NewCounterVec(prometheus.CounterOpts{Name: "boardreadyops_retention_passes_total",

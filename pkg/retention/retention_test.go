@@ -361,3 +361,27 @@ func TestStatusKeepsThePreviousReleasesCall(t *testing.T) {
 	}
 	t.Errorf("no digests row in %+v", st)
 }
+
+// Overdue is the time since the oldest expired row crossed its period, never its own age.
+func TestTableStatusOverdue(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	week := 7 * 24 * time.Hour
+	at := func(d time.Duration) *time.Time { v := now.Add(-d); return &v }
+	tests := []struct {
+		name string
+		st   retention.TableStatus
+		want time.Duration
+	}{
+		{"nothing expired", retention.TableStatus{Retention: &week}, 0},
+		{"kept forever", retention.TableStatus{OldestExpiredAt: at(8 * 24 * time.Hour)}, 0},
+		{"a day past a week", retention.TableStatus{Retention: &week, OldestExpiredAt: at(8 * 24 * time.Hour)}, 24 * time.Hour},
+		{"just expired", retention.TableStatus{Retention: &week, OldestExpiredAt: at(week + time.Minute)}, time.Minute},
+		{"clock behind the database", retention.TableStatus{Retention: &week, OldestExpiredAt: at(week - time.Minute)}, 0},
+	}
+	for _, tt := range tests {
+		if got := tt.st.Overdue(now); got != tt.want {
+			t.Errorf("%s: overdue %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

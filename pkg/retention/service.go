@@ -269,11 +269,7 @@ func (s *Service) observe(ctx context.Context) {
 		now = s.cfg.Store.Clock()
 	}
 	for _, t := range st {
-		age := 0.0
-		if t.OldestExpiredAt != nil {
-			age = now.Sub(*t.OldestExpiredAt).Seconds()
-		}
-		s.cfg.Metrics.OldestExpired.WithLabelValues(t.Table).Set(age)
+		s.cfg.Metrics.OldestExpired.WithLabelValues(t.Table).Set(t.Overdue(now).Seconds())
 	}
 	bloat, err := s.cfg.Store.IndexBloat(octx, s.pool)
 	if err != nil {

@@ -127,6 +127,17 @@ type TableStatus struct {
 	OldestAt *time.Time `db:"oldest_at" json:"oldest_at,omitempty"`
 }
 
+// Overdue is how long the oldest row past the period has been past it at now: how far deletion is
+// behind. It is 0 when no row is past the period. A row becomes deletable when it is older than
+// the period, so its own age (at least the period, days) says nothing about retention keeping
+// up; the time since it crossed the period does.
+func (t TableStatus) Overdue(now time.Time) time.Duration {
+	if t.OldestExpiredAt == nil || t.Retention == nil {
+		return 0
+	}
+	return max(now.Sub(t.OldestExpiredAt.Add(*t.Retention)), 0)
+}
+
 // Status reports, per table class in Tables order, what p would delete. count also counts the
 // expired rows (it reads their index entries; the service leaves it off).
 func (s *Store) Status(ctx context.Context, db database.DBTX, p Periods, count bool) ([]TableStatus, error) {
