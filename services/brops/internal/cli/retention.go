@@ -41,11 +41,16 @@ func (r *retentionFlags) validate() error {
 	if r.err != nil {
 		return usageError{r.err}
 	}
+	// The service's own settings (interval, lease) are not brops': validate a copy without them,
+	// then keep the periods as validated. Validate raises the digests period to the jobs period
+	// (and to never beside a jobs period of never), as lifecycle does; brops must delete no
+	// digest lifecycle keeps, nor show a period lifecycle is not using.
 	s := r.s
-	s.Enabled = false // the service's own settings (interval, lease) are not brops'
+	s.Enabled = false
 	if err := s.Validate(); err != nil {
 		return usageError{err}
 	}
+	r.s.Periods = s.Periods
 	return nil
 }
 

@@ -78,6 +78,14 @@ func TestRetentionCommands(t *testing.T) {
 	if code, _, errOut := run(t, o.env, "retention", "status", "--digests", "48h"); code != 2 || !strings.Contains(errOut, "BOARDREADYOPS_RETENTION_DIGESTS") {
 		t.Fatalf("a 48h digests period: exit %d %s, want 2 naming BOARDREADYOPS_RETENTION_DIGESTS", code, errOut)
 	}
+	// The digests period is raised as lifecycle raises it: to a longer jobs period, and to never
+	// beside a jobs period of never. brops must delete no digest lifecycle keeps.
+	if n, _ := expired(retention.TableDigests, "retention", "status", "--jobs", "1080h"); n != 0 {
+		t.Fatalf("status with a 45-day jobs period: %d expired digests, want 0 (the period is raised to 45 days)", n)
+	}
+	if code, out, _ := run(t, o.env, "retention", "run", "--dry-run", "--jobs", "0"); code != 0 || !regexp.MustCompile(`(?m)^webhook_body_digests +never `).MatchString(out) {
+		t.Fatalf("dry run with jobs kept forever: exit %d\n%s\nwant digests kept forever too", code, out)
+	}
 
 	store := &retention.Store{}
 	if _, err := store.Acquire(o.ctx, o.pool, "lifecycle/pod-1", time.Minute); err != nil {
