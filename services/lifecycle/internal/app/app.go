@@ -118,7 +118,12 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 		done := make(chan struct{})
 		go func() { defer close(done); sweeper.Run(rctx) }()
 		defer func() { cancel(); <-done }() // the worker stopped (ctx ended or it failed): hand the lease over
-
+	} else {
+		// Registered all the same: the leader gauge reads 0, so BoardReadyOpsRetentionNoLeader
+		// fires while retention is off instead of its alerts losing their series and going quiet
+		// (docs/operations.md, "Runbook: retention behind").
+		retention.NewMetrics(b.Registry)
+		b.Logger.Warn("retention disabled: nothing is deleted and BoardReadyOpsRetentionNoLeader fires until it is enabled again")
 	}
 	b.Logger.Info("lifecycle worker starting", "worker_id", wc.ID, "concurrency", wc.Concurrency, "batch_size", wc.BatchSize,
 		"lease", wc.Lease, "listen", wc.Listen)
