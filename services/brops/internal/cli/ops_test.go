@@ -3,6 +3,7 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -191,7 +192,7 @@ func TestReconcileResolve(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
 	repair, runID, attempt := o.dispatch("reconciliation_required")
-	supersede, _, _ := o.dispatch("reconciliation_required")
+	supersede, supersedeRun, _ := o.dispatch("reconciliation_required")
 	dead, _, _ := o.dispatch("dead_letter")
 
 	if code, out, _ := run(t, o.env, "reconcile", "list", "-o", "json"); code != 0 || strings.Count(out, `"reconciliation_required"`) != 2 {
@@ -224,6 +225,11 @@ func TestReconcileResolve(t *testing.T) {
 	var res struct{ Replacement int64 }
 	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Replacement == 0 || o.status(res.Replacement) != outbox.StatusAvailable {
 		t.Fatalf("supersede: %d %s", code, out)
+	}
+	// The run's timeline must not say GitHub received the dispatch the operator found never sent.
+	if code, out, errOut := run(t, o.env, "release-runs", "show", supersedeRun); code != 0 || strings.Contains(out, "dispatch sent") ||
+		!strings.Contains(out, "dispatch not sent") || !strings.Contains(out, fmt.Sprintf("superseded by effect %d", res.Replacement)) {
+		t.Fatalf("show after --not-dispatched: %d %s %s; want the dispatch shown as not sent", code, out, errOut)
 	}
 	var audits int
 	_ = o.pool.QueryRow(o.ctx, `SELECT count(*) FROM control_plane_audit WHERE operator = 'alice' AND action LIKE 'outbox.reconciliation.%'`).Scan(&audits)

@@ -166,10 +166,13 @@ func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []even
 		CheckRunID    int64  `json:"check_run_id"`
 		WorkflowRunID int64  `json:"workflow_run_id"`
 		Resolution    string `json:"resolution"`
+		SupersededBy  int64  `json:"superseded_by"`
 	}
 	_ = json.Unmarshal(e.Result, &result)
-	// An effect completed by a cancellation or superseded by a newer one was never delivered.
-	done := e.CompletedAt != nil && result.Resolution != "cancelled" && result.Resolution != "superseded"
+	// An effect completed by a cancellation or superseded by a newer one was never delivered, nor
+	// was a dispatch an operator reconciled as not dispatched ("supersede": brops reconcile resolve
+	// --not-dispatched), which GitHub never received.
+	done := e.CompletedAt != nil && result.Resolution != "cancelled" && result.Resolution != "superseded" && result.Resolution != "supersede"
 	switch e.EffectType {
 	case outbox.EffectCheckRunCreate:
 		if done {
@@ -186,6 +189,10 @@ func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []even
 				d.URL = fmt.Sprintf("%s/actions/runs/%d", repoURL, result.WorkflowRunID)
 			}
 			out = append(out, d)
+		}
+		if e.CompletedAt != nil && result.Resolution == "supersede" {
+			out = append(out, event{At: *e.CompletedAt, What: "dispatch not sent", Attempt: attempt,
+				Detail: fmt.Sprintf("effect %d reconciled as never dispatched, superseded by effect %d", e.ID, result.SupersededBy)})
 		}
 	case outbox.EffectCheckRunComplete:
 		if done {
