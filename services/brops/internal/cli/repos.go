@@ -83,7 +83,9 @@ unset is audited with the old and new values.`,
 			return s, nil
 		case installation == 0 && len(args) == 1 && strings.Count(args[0], "/") == 1:
 			s := settingsScope{table: "repository_release_settings", key: "repository_id", subject: "repository", name: args[0]}
-			err := q.QueryRow(ctx, `SELECT id FROM repositories WHERE full_name = $1`, args[0]).Scan(&s.id)
+			// The same repository a --repo of release-runs means (repositoryNamed): a name is not unique.
+			err := q.QueryRow(ctx, `SELECT id FROM repositories WHERE full_name = $1
+				ORDER BY removed_at IS NOT NULL, updated_at DESC, id DESC LIMIT 1`, args[0]).Scan(&s.id)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return s, fmt.Errorf("repository %s is not recorded (BoardReadyOps learns repositories from the App's installation events and pushes)", args[0])
 			}

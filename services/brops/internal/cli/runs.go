@@ -18,6 +18,7 @@ import (
 type runRow struct {
 	ID             string     `db:"id" json:"id"`
 	Repository     string     `db:"repository" json:"repository"`
+	RepositoryID   int64      `db:"repository_id" json:"repository_id"`
 	InstallationID int64      `db:"installation_id" json:"installation_id"`
 	Ref            string     `db:"ref" json:"ref"`
 	HeadSHA        string     `db:"head_sha" json:"head_sha"`
@@ -30,8 +31,15 @@ type runRow struct {
 	CompletedAt    *time.Time `db:"completed_at" json:"completed_at,omitempty"`
 }
 
-const runSelect = `SELECT r.id::text AS id, p.full_name AS repository, r.installation_id, r.ref, r.head_sha, r.workflow_file, r.status,
+const runSelect = `SELECT r.id::text AS id, p.full_name AS repository, r.repository_id, r.installation_id, r.ref, r.head_sha, r.workflow_file, r.status,
 	r.current_attempt, r.check_run_id, r.created_at, r.updated_at, r.completed_at FROM release_runs r JOIN repositories p ON p.id = r.repository_id`
+
+// repositoryNamed is the repository a --repo OWNER/NAME means, as a scalar subquery over
+// repositories_full_name_idx. A name is not unique: a deleted repository keeps its row (removed_at)
+// and a new one may take its name. The one still installed wins, then the most recently changed.
+func repositoryNamed(param string) string {
+	return "(SELECT id FROM repositories WHERE full_name = " + param + " ORDER BY removed_at IS NOT NULL, updated_at DESC, id DESC LIMIT 1)"
+}
 
 // runStatuses are the states of a release run (release_runs' row rule).
 var runStatuses = []string{"requested", "check_pending", "dispatching", "running", "blocked", "succeeded", "failed", "cancelled"}
@@ -60,7 +68,7 @@ func (f runFilter) query(now time.Time) (string, []any) {
 		return fmt.Sprintf("$%d", len(args))
 	}
 	if f.repository != "" {
-		where = append(where, "r.repository_id = (SELECT id FROM repositories WHERE full_name = "+arg(f.repository)+")")
+		where = append(where, "r.repository_id = "+repositoryNamed(arg(f.repository)))
 	}
 	if f.status != "" {
 		where = append(where, "r.status = "+arg(f.status))
@@ -128,7 +136,7 @@ func (r *runRef) resolve(ctx context.Context, pool *pgxpool.Pool, args []string)
 		}
 		rows, err = pool.Query(ctx, runSelect+` WHERE r.id = $1::uuid`, args[0])
 	case len(args) == 0 && r.repository != "" && r.tag != "":
-		rows, err = pool.Query(ctx, runSelect+` WHERE r.repository_id = (SELECT id FROM repositories WHERE full_name = $1)
+		rows, err = pool.Query(ctx, runSelect+` WHERE r.repository_id = `+repositoryNamed("$1")+`
 			AND r.ref = $2 ORDER BY r.created_at DESC LIMIT 1`, r.repository, "refs/tags/"+strings.TrimPrefix(r.tag, "refs/tags/"))
 	default:
 		return runRow{}, usageError{errors.New("give a release run id, or --repo OWNER/NAME and --tag TAG")}

@@ -52,3 +52,33 @@ func TestReleaseRunsList(t *testing.T) {
 		}
 	}
 }
+
+// A repository's name is not unique: a deleted repository keeps its row, and a new one may take
+// its name. Every command that takes a name or shows a run must still answer, and --repo means
+// the repository still installed.
+func TestReleaseRunsWithAReusedRepositoryName(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	oldRun := o.createRun() // repository 1, octo-org/hello-world
+	if _, err := o.pool.Exec(o.ctx, `
+		UPDATE repositories SET removed_at = now() - interval '1 day' WHERE id = 1;
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (2, 55501, 'octo-org/hello-world')`); err != nil {
+		t.Fatal(err)
+	}
+	var newRun string
+	if err := o.pool.QueryRow(o.ctx, `SELECT boardreadyops_release_run_create(2, 55501, 'refs/tags/v9.9.9', repeat('b', 40),
+		'boardreadyops-release.yml', 'BoardReadyOps release')::text`).Scan(&newRun); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, o.env, "release-runs", "show", oldRun); code != 0 || !strings.Contains(out, oldRun) {
+		t.Fatalf("show the deleted repository's run: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, o.env, "release-runs", "show", "--repo", "octo-org/hello-world", "--tag", "v9.9.9"); code != 0 || !strings.Contains(out, newRun) {
+		t.Fatalf("show --repo --tag: %d %s %s", code, out, errOut)
+	}
+	code, out, errOut := run(t, o.env, "release-runs", "list", "--repo", "octo-org/hello-world", "-o", "json")
+	var runs []struct{ ID string }
+	if code != 0 || json.Unmarshal([]byte(out), &runs) != nil || len(runs) != 1 || runs[0].ID != newRun {
+		t.Fatalf("list --repo: %d %s %s; want only the installed repository's run %s", code, out, errOut, newRun)
+	}
+}

@@ -117,9 +117,9 @@ func loadRunView(ctx context.Context, pool *pgxpool.Pool, run runRow, web string
 	var received time.Time
 	err = pool.QueryRow(ctx, `SELECT delivery_id, received_at FROM webhook_inbox
 		WHERE received_at BETWEEN $1::timestamptz - interval '1 hour' AND $1::timestamptz AND event = 'push'
-		  AND repository_id = (SELECT id FROM repositories WHERE full_name = $2)
+		  AND repository_id = $2
 		  AND payload -> 'push' ->> 'ref' = $3 AND payload -> 'push' ->> 'after' = $4
-		ORDER BY received_at DESC LIMIT 1`, run.CreatedAt, run.Repository, run.Ref, run.HeadSHA).Scan(&delivery, &received)
+		ORDER BY received_at DESC LIMIT 1`, run.CreatedAt, run.RepositoryID, run.Ref, run.HeadSHA).Scan(&delivery, &received)
 	switch {
 	case err == nil:
 		v.Timeline = append(v.Timeline, event{At: received, What: "webhook received", Detail: "push delivery " + delivery})
