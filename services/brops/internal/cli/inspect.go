@@ -29,7 +29,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			sql, args, err := queueList{table: "control_plane_jobs", columns: jobs.Columns, statuses: jobs.Statuses,
-				status: status, limit: limit}.query()
+				status: status, limit: limit, oneMore: true}.query()
 			if err != nil {
 				return err
 			}
@@ -46,7 +46,15 @@ func newJobsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			more := ""
+			if len(list) > limit {
+				list = list[:limit]
+				more = g.moreNote(limit, "raise --limit (at most 1000) or narrow it with --status")
+			}
 			return g.render(list, func(w io.Writer) {
+				if more != "" {
+					fmt.Fprintln(w, more)
+				}
 				fmt.Fprintln(w, "ID\tKIND\tSTATUS\tATTEMPTS\tUPDATED\tLAST ERROR")
 				for _, j := range list {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%d/%d\t%s\t%s\n", j.ID, j.Kind, j.Status, j.Attempts, j.MaxAttempts,

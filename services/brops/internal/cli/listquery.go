@@ -23,6 +23,8 @@ type queueList struct {
 	// effectType, when not "", keeps only that effect type (the outbox).
 	effectType string
 	limit      int
+	// oneMore reads one row past the limit, so that a list can say more rows match (moreNote).
+	oneMore bool
 }
 
 // query builds the statement with only the conditions asked for, and the status written into it
@@ -42,6 +44,9 @@ func (q queueList) query() (string, []any, error) {
 	}
 	if q.status != "" && !slices.Contains(q.statuses, q.status) {
 		return "", nil, usageError{fmt.Errorf("--status %q: want one of %s", q.status, strings.Join(q.statuses, ", "))}
+	}
+	if q.oneMore {
+		q.limit++
 	}
 	var args []any
 	typeFilter := ""

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os/user"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,11 +83,22 @@ func newOutboxCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			effects, err := listEffects(cmd.Context(), pool, status, effectType, limit)
+			if effectType != "" && !slices.Contains(outbox.EffectTypes, effectType) {
+				return usageError{fmt.Errorf("--effect-type %q: want one of %s", effectType, strings.Join(outbox.EffectTypes, ", "))}
+			}
+			effects, err := listEffects(cmd.Context(), pool, queueList{status: status, effectType: effectType, limit: limit, oneMore: true})
 			if err != nil {
 				return err
 			}
+			more := ""
+			if len(effects) > limit {
+				effects = effects[:limit]
+				more = g.moreNote(limit, "raise --limit (at most 1000) or narrow it with --status or --effect-type")
+			}
 			return g.render(effects, func(w io.Writer) {
+				if more != "" {
+					fmt.Fprintln(w, more)
+				}
 				fmt.Fprintln(w, "ID\tEFFECT\tSTATUS\tATTEMPTS\tINSTALLATION\tRELEASE RUN\tUPDATED\tLAST ERROR")
 				for _, e := range effects {
 					fmt.Fprintf(w, "%d\t%s\t%s\t%d/%d\t%d\t%s\t%s\t%s\n", e.ID, e.EffectType, e.Status, e.Attempts, e.MaxAttempts,
@@ -146,9 +158,10 @@ func truncate(s string, n int) string {
 	return s
 }
 
-func listEffects(ctx context.Context, pool *pgxpool.Pool, status, effectType string, limit int) ([]outbox.Effect, error) {
-	sql, args, err := queueList{table: "control_plane_outbox", columns: outbox.Columns, statuses: outbox.Statuses,
-		status: status, effectType: effectType, limit: limit}.query()
+// listEffects reads the outbox rows q selects (its status, effect type, limit and oneMore).
+func listEffects(ctx context.Context, pool *pgxpool.Pool, q queueList) ([]outbox.Effect, error) {
+	q.table, q.columns, q.statuses = "control_plane_outbox", outbox.Columns, outbox.Statuses
+	sql, args, err := q.query()
 	if err != nil {
 		return nil, err
 	}
@@ -211,9 +224,16 @@ it (brops reconcile resolve).`,
 				return err
 			}
 			defer pool.Close()
+			if effectType != "" && !slices.Contains(outbox.EffectTypes, effectType) {
+				return usageError{fmt.Errorf("--effect-type %q: want one of %s", effectType, strings.Join(outbox.EffectTypes, ", "))}
+			}
 			if all {
 				if ids, err = deadLetterIDs(cmd.Context(), pool, subject, effectType); err != nil {
 					return err
+				}
+				if len(ids) > maxBulkReplay {
+					ids = ids[:maxBulkReplay]
+					fmt.Fprintf(g.stderr, "brops: only the oldest %d dead letters are taken; run the command again for the rest\n", maxBulkReplay)
 				}
 			}
 			if dryRun {
@@ -282,6 +302,17 @@ it (brops reconcile resolve).`,
 	return cmd
 }
 
+// moreNote says that a list stopped at its limit of shown rows with more matching, and how to see
+// them: the caller prints it above its table, and with -o json it goes to stderr, so that
+// stdout keeps the list's shape.
+func (g *globals) moreNote(shown int, how string) string {
+	note := fmt.Sprintf("the newest %d shown; more match: %s", shown, how)
+	if g.output == "json" {
+		fmt.Fprintf(g.stderr, "brops: %s\n", note)
+	}
+	return note
+}
+
 // replayOutcome says what a replay did to an outbox record: most go back to the queue, but a
 // check-run update with a newer one for its run completes as superseded (00068), and a workflow
 // dispatch replayed under an open restore fence waits for reconciliation (00067).
@@ -297,11 +328,16 @@ func replayOutcome(e outbox.Effect) (status, detail string) {
 	}
 }
 
+// maxBulkReplay is how many dead letters one --all-dead-letters run takes, the oldest first.
+const maxBulkReplay = 10000
+
+// deadLetterIDs lists the dead letters --all-dead-letters replays, oldest first: one more than
+// maxBulkReplay, so that the caller can say some are left.
 func deadLetterIDs(ctx context.Context, pool *pgxpool.Pool, subject, effectType string) ([]int64, error) {
-	q := `SELECT id FROM control_plane_jobs WHERE status = 'dead_letter' ORDER BY id LIMIT 10000`
+	q := fmt.Sprintf(`SELECT id FROM control_plane_jobs WHERE status = 'dead_letter' ORDER BY id LIMIT %d`, maxBulkReplay+1)
 	args := []any{}
 	if subject == "outbox" {
-		q = `SELECT id FROM control_plane_outbox WHERE status = 'dead_letter' AND superseded_by IS NULL AND ($1 = '' OR effect_type = $1) ORDER BY id LIMIT 10000`
+		q = fmt.Sprintf(`SELECT id FROM control_plane_outbox WHERE status = 'dead_letter' AND superseded_by IS NULL AND ($1 = '' OR effect_type = $1) ORDER BY id LIMIT %d`, maxBulkReplay+1)
 		args = append(args, effectType)
 	}
 	rows, err := pool.Query(ctx, q, args...)

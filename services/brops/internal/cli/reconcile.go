@@ -49,7 +49,8 @@ func newReconcileCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			effects, err := listEffects(cmd.Context(), pool, outbox.StatusReconciliationRequired, outbox.EffectWorkflowDispatch, maxReconcileList)
+			effects, err := listEffects(cmd.Context(), pool, queueList{status: outbox.StatusReconciliationRequired,
+				effectType: outbox.EffectWorkflowDispatch, limit: maxReconcileList})
 			if err != nil {
 				return err
 			}

@@ -173,7 +173,9 @@ func newRunsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer pool.Close()
-			sql, args := f.query(time.Now())
+			probe := f // one run more than the limit: more match when it comes back
+			probe.limit++
+			sql, args := probe.query(time.Now())
 			rows, err := pool.Query(cmd.Context(), sql, args...)
 			if err != nil {
 				return fmt.Errorf("list release runs: %w", err)
@@ -182,7 +184,15 @@ func newRunsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("list release runs: %w", err)
 			}
+			more := ""
+			if len(runs) > f.limit {
+				runs = runs[:f.limit]
+				more = g.moreNote(f.limit, "raise --limit (at most 1000) or narrow it with --repo, --status or an age")
+			}
 			return g.render(runs, func(w io.Writer) {
+				if more != "" {
+					fmt.Fprintln(w, more)
+				}
 				fmt.Fprintln(w, "ID\tREPOSITORY\tTAG\tSTATUS\tATTEMPT\tCHECK RUN\tCREATED\tAGE")
 				for _, r := range runs {
 					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Repository, strings.TrimPrefix(r.Ref, "refs/tags/"), r.Status,

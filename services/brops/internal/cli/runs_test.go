@@ -82,3 +82,37 @@ func TestReleaseRunsWithAReusedRepositoryName(t *testing.T) {
 		t.Fatalf("list --repo: %d %s %s; want only the installed repository's run %s", code, out, errOut, newRun)
 	}
 }
+
+// A list that stops at its --limit with more rows matching says so: above the table, or on
+// stderr beside -o json's list. An unknown --effect-type is a usage error, not an empty list.
+func TestListsSayWhenMoreMatch(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	o.enqueueDispatch()
+	o.enqueueDispatch()
+	if _, err := o.pool.Exec(o.ctx, `WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256) SELECT 'd-' || g, 'push', '{}', sha256(('b' || g)::bytea)
+			FROM generate_series(1, 2) g RETURNING id)
+		INSERT INTO control_plane_jobs (kind, inbox_id) SELECT 'push', id FROM i`); err != nil {
+		t.Fatal(err)
+	}
+	for _, list := range [][]string{{"outbox", "list"}, {"jobs", "list"}, {"release-runs", "list"}} {
+		code, out, errOut := run(t, o.env, append(list, "--limit", "1", "-o", "json")...)
+		var rows []json.RawMessage
+		if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 1 || !strings.Contains(errOut, "brops: the newest 1 shown; more match") {
+			t.Errorf("%v --limit 1 -o json: %d %s %s; want one row and the note on stderr", list, code, out, errOut)
+		}
+		if code, out, _ := run(t, o.env, append(list, "--limit", "1")...); code != 0 || !strings.HasPrefix(out, "the newest 1 shown; more match") {
+			t.Errorf("%v --limit 1: %d %s; want the note above the table", list, code, out)
+		}
+		if code, _, errOut := run(t, o.env, append(list, "--limit", "1000", "-o", "json")...); code != 0 || strings.Contains(errOut, "more match") {
+			t.Errorf("%v --limit 1000: %d %s; want no note when everything is shown", list, code, errOut)
+		}
+	}
+	for _, args := range [][]string{{"outbox", "list", "--effect-type", "github.check_run.cretae"},
+		{"outbox", "replay", "--all-dead-letters", "--effect-type", "github.workflow.dispach", "--reason", "x", "--dry-run"}} {
+		if code, _, errOut := run(t, o.env, args...); code != 2 || !strings.Contains(errOut, "--effect-type") {
+			t.Errorf("%v: %d %s; want a usage error naming --effect-type", args, code, errOut)
+		}
+	}
+}
