@@ -3,6 +3,8 @@ package outbox_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -324,5 +326,65 @@ func TestPacedClaimBesideAnotherTakesTheNextInstallations(t *testing.T) {
 		if held[e.InstallationID] > 0 {
 			t.Fatalf("second claim took installation %d, which the open first claim holds", e.InstallationID)
 		}
+	}
+}
+
+// The rate-limit runbook's SQL to lift a block (docs/operations.md, "Runbook: GitHub
+// installations rate limited"), run as written: the block ends, only the effects the block
+// deferred become due (one retrying past the block keeps its time), and the backoff level stays,
+// so a repeated limit blocks longer than the last.
+func TestRunbookLiftsABlock(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	inst := randomID()
+	ids := effectsOf(t, ctx, b, inst, 3)
+	retrying := time.Now().Add(3 * time.Hour).UTC().Truncate(time.Microsecond)
+	if _, err := b.pool.Exec(ctx, `UPDATE control_plane_outbox SET available_at = $2 WHERE id = $1`, ids[2], retrying); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	b.clock.Set(now)
+	if _, err := b.store.Block(ctx, b.pool, inst, time.Time{}, time.Minute, 16*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile("../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(doc)
+	at := strings.Index(text, "lift one")
+	if at < 0 {
+		t.Fatal("the runbook no longer says how to lift one block")
+	}
+	start := strings.Index(text[at:], "```sql\n")
+	end := strings.Index(text[at+start+7:], "```")
+	if start < 0 || end < 0 {
+		t.Fatal("no SQL block after the runbook's \"lift one\"")
+	}
+	sql := strings.ReplaceAll(text[at+start+7:at+start+7+end], "= N", fmt.Sprintf("= %d", inst))
+	if _, err := b.pool.Exec(ctx, sql); err != nil {
+		t.Fatalf("the runbook's SQL: %v\n%s", err, sql)
+	}
+	var due int
+	var kept time.Time
+	var blockedUntil time.Time
+	var level int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE available_at <= now()), max(available_at) FILTER (WHERE id = $2),
+		(SELECT blocked_until FROM github_installation_limits WHERE installation_id = $1),
+		(SELECT backoff_level FROM github_installation_limits WHERE installation_id = $1)
+		FROM control_plane_outbox WHERE installation_id = $1`, inst, ids[2]).Scan(&due, &kept, &blockedUntil, &level); err != nil {
+		t.Fatal(err)
+	}
+	if due != 2 || !kept.Equal(retrying) || blockedUntil.After(time.Now()) || level != 1 {
+		t.Fatalf("after lifting: %d due (want the 2 deferred), the retrying one at %v (want %v), blocked until %v, level %d (want 1)",
+			due, kept, retrying, blockedUntil, level)
+	}
+	b.clock.Set(time.Now())
+	end2, err := b.store.Block(ctx, b.pool, inst, time.Time{}, time.Minute, 16*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := end2.Sub(b.clock.Now()); d < 2*time.Minute {
+		t.Fatalf("a limit right after the lift blocked %v, want the next level's 2 minutes or more", d)
 	}
 }
