@@ -30,6 +30,11 @@ type Config struct {
 	Lease time.Duration
 	// BatchTimeout bounds one batch; 0 means 30 s.
 	BatchTimeout time.Duration
+	// ClassBudget bounds the time one table class gets in a pass; 0 means a minute. A class still
+	// behind when it runs out is left to the next pass, which starts at once: a class that fills
+	// faster than it is deleted never keeps the pass from the other classes or from completing
+	// (its metrics, the gauges between passes).
+	ClassBudget time.Duration
 	// Store runs the functions; nil means a Store on the database clock.
 	Store *Store
 	// Metrics may be nil (no instruments).
@@ -53,6 +58,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchTimeout == 0 {
 		c.BatchTimeout = 30 * time.Second
 	}
+	if c.ClassBudget == 0 {
+		c.ClassBudget = time.Minute
+	}
 	if c.Store == nil {
 		c.Store = &Store{}
 	}
@@ -66,8 +74,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.BatchSize < 1 || c.BatchSize > 10000 {
 		errs = append(errs, fmt.Errorf("retention: batch size %d: want 1 to 10000", c.BatchSize))
 	}
-	if c.BatchPause < 0 || c.Interval < 0 {
-		errs = append(errs, errors.New("retention: batch pause and interval must not be negative"))
+	if c.BatchPause < 0 || c.Interval < 0 || c.ClassBudget < 0 {
+		errs = append(errs, errors.New("retention: batch pause, interval and class budget must not be negative"))
 	}
 	if c.Lease < time.Second || c.Lease > time.Hour {
 		errs = append(errs, fmt.Errorf("retention: lease %v: want 1s to 1h", c.Lease))
@@ -111,7 +119,7 @@ func (s *Service) Run(ctx context.Context) {
 	for {
 		if s.acquire(ctx) && !time.Now().Before(nextPass) {
 			start := time.Now()
-			_, err := s.pass(ctx)
+			_, behind, err := s.pass(ctx)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				// Stopped part way: neither a failure nor a complete pass.
@@ -125,6 +133,9 @@ func (s *Service) Run(ctx context.Context) {
 				s.cfg.Metrics.Passes.WithLabelValues(PassCompleted).Inc()
 			}
 			nextPass = time.Now().Add(s.cfg.Interval)
+			if behind && err == nil {
+				nextPass = time.Now() // a class ran out of its budget: go on at the next tick
+			}
 		}
 		s.observe(ctx)
 		t := time.NewTimer(tick)
@@ -194,33 +205,48 @@ func (s *Service) RunOnce(ctx context.Context) (map[string]int64, error) {
 	s.renewed = time.Now()
 	s.setLeader(true, s.cfg.Owner)
 	defer s.release()
-	return s.pass(ctx)
+	total := map[string]int64{}
+	for {
+		deleted, behind, err := s.pass(ctx)
+		for t, n := range deleted {
+			total[t] += n
+		}
+		if err != nil || !behind {
+			return total, err
+		}
+	}
 }
 
 // pass deletes every table class down to nothing past its period, batch by batch, renewing the
-// lease on the way. It stops when the lease is lost.
-func (s *Service) pass(ctx context.Context) (map[string]int64, error) {
-	deleted := map[string]int64{}
+// lease on the way, each class for at most ClassBudget: behind reports a class left with rows past
+// its period when its budget ran out. It stops when the lease is lost.
+func (s *Service) pass(ctx context.Context) (deleted map[string]int64, behind bool, err error) {
+	deleted = map[string]int64{}
 	for _, table := range Tables {
 		period := s.cfg.Periods.Of(table)
 		if period <= 0 {
 			continue
 		}
+		classStart := time.Now()
 		for {
+			if time.Since(classStart) >= s.cfg.ClassBudget {
+				behind = true
+				break
+			}
 			if time.Since(s.renewed) >= s.cfg.Lease/3 {
 				if held, err := s.renew(ctx); err != nil {
-					return deleted, fmt.Errorf("renew retention lease: %w", err)
+					return deleted, behind, fmt.Errorf("renew retention lease: %w", err)
 				} else if !held {
-					return deleted, errors.New("retention lease lost to another replica")
+					return deleted, behind, errors.New("retention lease lost to another replica")
 				}
 			}
 			n, err := s.batch(ctx, table, period)
 			if errors.Is(err, sqlstate.ErrLeaseNotHeld) {
 				s.setLeader(false, "")
-				return deleted, err
+				return deleted, behind, err
 			}
 			if err != nil {
-				return deleted, err
+				return deleted, behind, err
 			}
 			deleted[table] += n
 			if n > 0 {
@@ -235,11 +261,11 @@ func (s *Service) pass(ctx context.Context) (map[string]int64, error) {
 				break
 			}
 			if err := sleep(ctx, s.cfg.BatchPause); err != nil {
-				return deleted, err
+				return deleted, behind, err
 			}
 		}
 	}
-	return deleted, nil
+	return deleted, behind, nil
 }
 
 func (s *Service) batch(ctx context.Context, table string, period time.Duration) (int64, error) {

@@ -353,3 +353,42 @@ func pgxpoolWith(t *testing.T, like *pgxpool.Pool, name string) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// TestPassVisitsEveryClassWhenOneNeverDrains: jobs expire faster than they are deleted (each
+// batch of them brings a new expired one), yet the pass moves on to the other classes after its
+// budget, completes, and counts as completed; the next pass starts without waiting an interval.
+func TestPassVisitsEveryClassWhenOneNeverDrains(t *testing.T) {
+	t.Parallel()
+	r, store := newRows(t)
+	r.job("completed", 8*day)
+	digest := r.digest(40 * day)
+	metrics := retention.NewMetrics(prometheus.NewRegistry())
+	var digestsDeleted, jobBatches atomic.Int64
+	svc, err := retention.New(r.pool, retention.Config{Owner: "only", Periods: defaults, BatchSize: 1,
+		Interval: time.Hour, Lease: time.Minute, ClassBudget: 200 * time.Millisecond, Store: store, Metrics: metrics,
+		OnBatch: func(table string, n int64) {
+			switch table {
+			case retention.TableJobs:
+				jobBatches.Add(1)
+				r.job("completed", 8*day) // arrival keeps up with deletion: the class never drains
+			case retention.TableDigests:
+				digestsDeleted.Add(n)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, "two completed passes and the digest deleted", func() bool {
+		return testutil.ToFloat64(metrics.Passes.WithLabelValues(retention.PassCompleted)) >= 2 && digestsDeleted.Load() == 1
+	})
+	if r.exists("webhook_body_digests", "delivery_id", digest) {
+		t.Fatal("the expired digest is still there")
+	}
+	if jobBatches.Load() < 2 {
+		t.Fatalf("%d job batches", jobBatches.Load())
+	}
+}
