@@ -28,6 +28,12 @@ scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 export GOFLAGS=-mod=mod GOWORK=off CGO_ENABLED=0 GOTOOLCHAIN=local
 
+# etcd: the cluster build's copy when it exists (same version; hack/cluster/build-binaries.sh),
+# else a build of our own.
+cluster_etcd="$cache_root/boardreadyops/cluster/k8s-$K8S_VERSION-etcd-$ETCD_VERSION/etcd"
+if [[ ! -x "$out/etcd" && -x "$cluster_etcd" ]]; then
+	cp "$cluster_etcd" "$out/etcd.tmp" && mv "$out/etcd.tmp" "$out/etcd"
+fi
 if [[ ! -x "$out/etcd" ]]; then
 	log "building etcd $ETCD_VERSION"
 	mkdir -p "$scratch/etcd" && cd "$scratch/etcd"
