@@ -54,6 +54,9 @@ func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
 		{"unknown log level", "logging: {level: verbose}", "level"},
 		{"lease too short", "lifecycle: {leaseSeconds: 1}", "leaseSeconds"},
 		{"malformed duration", "ingest: {storeTimeout: soon}", "storeTimeout"},
+		// Lifecycle refuses a retention interval or lease of 0 (a crash loop); the chart says so.
+		{"retention interval of 0", `retention: {interval: "0"}`, "interval"},
+		{"retention lease of 0", `retention: {lease: "0"}`, "lease"},
 		{"API URL without trailing slash", "github: {apiURL: https://ghe.example.com/api/v3}", "apiURL"},
 	}
 	for _, tt := range tests {
