@@ -862,3 +862,37 @@ func TestReplayedOlderCheckRunUpdateIsSuperseded(t *testing.T) {
 		})
 	}
 }
+
+// The oldest-available age is that of the oldest due effect a claim can take: a paused dispatch
+// and an effect of a rate-limited installation created during its block wait on purpose, have
+// alerts of their own, and must not fire the oldest-age alert (00071). The counts keep them.
+func TestStatsOldestAgeLeavesOutHeldEffects(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	paused := dispatchFor(t, ctx, b, createRun(t, ctx, b)) // built first: it claims what is available
+	blocked := randomID()
+	if _, err := b.store.Block(ctx, b.pool, blocked, time.Time{}, time.Minute, 16*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	effectsOf(t, ctx, b, blocked, 1) // created during the block: due, and no claim takes it
+	if _, err := b.pool.Exec(ctx, `SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub incident', $1)`, b.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The pause told the paused run on its check run: that update is being delivered.
+	var notice int64
+	if err := b.pool.QueryRow(ctx, `SELECT id FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete'`).Scan(&notice); err != nil {
+		t.Fatal(err)
+	}
+	claimOne(t, ctx, b, "w-notice", notice)
+	b.clock.Advance(15 * time.Second)
+	enqueueCreate(t, ctx, b, createRun(t, ctx, b))
+	b.clock.Advance(30 * time.Second) // the block (a minute or more) still holds
+	st, err := b.store.Stats(ctx, b.pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Due != 3 || st.OldestAvailableAgeSeconds != 30 {
+		t.Fatalf("stats %+v, want 3 due and the age of the one a claim can take (30 s), not the paused dispatch %d's or the blocked installation's (45 s)",
+			st, paused)
+	}
+}

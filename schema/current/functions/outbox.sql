@@ -1781,11 +1781,26 @@ CREATE FUNCTION public.boardreadyops_outbox_stats(p_now timestamp with time zone
         coalesce(extract(epoch FROM n.now - a.oldest_due)::double precision, 0)
     -- The clock read once (OFFSET 0 keeps the subquery from being pulled up into the filters).
     FROM (SELECT public.boardreadyops_clock_now(p_now) AS now OFFSET 0) n
+    -- What no claim takes while it lasts (00071), read once: the installations GitHub blocked, and
+    -- the dispatch pauses (installation 0: every installation). Few rows each.
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(l.installation_id), '{}') AS ids
+        FROM public.github_installation_limits l WHERE l.blocked_until > n.now
+    ) b
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(p.installation_id), '{}') AS ids, coalesce(bool_or(p.installation_id = 0), false) AS every
+        FROM public.dispatch_pauses p
+    ) p
     CROSS JOIN LATERAL (
         SELECT count(*) AS available,
                count(*) FILTER (WHERE o.available_at <= n.now) AS due,
                count(*) FILTER (WHERE o.attempts > 0) AS retrying,
-               min(o.available_at) FILTER (WHERE o.available_at <= n.now) AS oldest_due
+               -- The oldest due effect a claim can take: a paused dispatch, or an effect of a
+               -- blocked installation created during its block, waits on purpose and has alerts
+               -- of its own (the stale-run and rate-limit alerts); counted, it made the
+               -- oldest-age alert fire through every pause and block.
+               min(o.available_at) FILTER (WHERE o.available_at <= n.now AND o.installation_id <> ALL (b.ids)
+                   AND NOT (o.effect_type = 'github.workflow.dispatch' AND (p.every OR o.installation_id = ANY (p.ids)))) AS oldest_due
         FROM public.control_plane_outbox o
         WHERE o.status = 'available'
     ) a;
