@@ -156,3 +156,23 @@ func deref[T any](p *T) any {
 	}
 	return *p
 }
+
+// runWithCheckRun creates a release run whose check run exists (id 555) and returns a function
+// that enqueues its next check-run update in a state (boardreadyops_release_run_enqueue_check_run,
+// each superseding any not sent yet) and returns the update's id.
+func runWithCheckRun(t *testing.T, ctx context.Context, b *bundle) func(state string) int64 {
+	t.Helper()
+	r := createRun(t, ctx, b)
+	if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET check_run_id = 555 WHERE id = $1`, r.ID); err != nil {
+		t.Fatal(err)
+	}
+	return func(state string) int64 {
+		t.Helper()
+		var id int64
+		if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
+			r.ID, state, b.clock.Now()).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+}

@@ -756,18 +756,7 @@ func TestOlderCheckRunUpdateNeverSentAfterNewer(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/newer update %v", way.name, newer), func(t *testing.T) {
 				t.Parallel()
 				ctx, b := setup(t)
-				r := createRun(t, ctx, b)
-				if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET check_run_id = 555 WHERE id = $1`, r.ID); err != nil {
-					t.Fatal(err)
-				}
-				update := func(state string) int64 {
-					var id int64
-					if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
-						r.ID, state, b.clock.Now()).Scan(&id); err != nil {
-						t.Fatal(err)
-					}
-					return id
-				}
+				update := runWithCheckRun(t, ctx, b)
 				older := update("running")
 				claimOne(t, ctx, b, "w-old", older)
 				var newest int64
@@ -811,18 +800,7 @@ func TestReplayedOlderCheckRunUpdateIsSuperseded(t *testing.T) {
 		t.Run(fmt.Sprintf("newer update %v", newer), func(t *testing.T) {
 			t.Parallel()
 			ctx, b := setup(t)
-			r := createRun(t, ctx, b)
-			if _, err := b.pool.Exec(ctx, `UPDATE release_runs SET check_run_id = 555 WHERE id = $1`, r.ID); err != nil {
-				t.Fatal(err)
-			}
-			update := func(state string) int64 {
-				var id int64
-				if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
-					r.ID, state, b.clock.Now()).Scan(&id); err != nil {
-					t.Fatal(err)
-				}
-				return id
-			}
+			update := runWithCheckRun(t, ctx, b)
 			older := update("running")
 			claimOne(t, ctx, b, "w1", older)
 			if err := b.store.DeadLetter(ctx, b.pool, older, "w1", "installation suspended"); err != nil {
