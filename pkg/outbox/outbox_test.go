@@ -874,3 +874,51 @@ func TestStatsOldestAgeLeavesOutHeldEffects(t *testing.T) {
 			st, paused)
 	}
 }
+
+// A Retry replays a blocked run's dead letters in id order: the dispatch first (its replay finds
+// the older update still dead and leaves the run blocked), then the older check-run update, which
+// is superseded. That replay must unblock the run, as any replay does when nothing else blocks it:
+// otherwise the dispatch is sent while the run stays blocked and its check run keeps saying the
+// dispatch failed.
+func TestSupersededReplayUnblocksItsRun(t *testing.T) {
+	t.Parallel()
+	ctx, b := setup(t)
+	r := createRun(t, ctx, b)
+	dispatch := dispatchFor(t, ctx, b, r)
+	claimOne(t, ctx, b, "w1", dispatch)
+	var update int64
+	if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, 'running', NULL, NULL, $2)`,
+		r.ID, b.clock.Now()).Scan(&update); err != nil {
+		t.Fatal(err)
+	}
+	claimOne(t, ctx, b, "w1", update)
+	if err := b.store.DeadLetter(ctx, b.pool, update, "w1", "installation suspended"); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.store.DeadLetter(ctx, b.pool, dispatch, "w1", "rejected (HTTP 404)"); err != nil {
+		t.Fatal(err)
+	}
+	status := func() string {
+		var s string
+		if err := b.pool.QueryRow(ctx, `SELECT status FROM release_runs WHERE id = $1`, r.ID).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if s := status(); s != "blocked" {
+		t.Fatalf("run %s after its dispatch was dead-lettered, want blocked", s)
+	}
+	for _, id := range []int64{dispatch, update} { // the order a Retry replays them in
+		if _, err := b.store.Replay(ctx, b.pool, id, "github:octocat", "Retry pressed"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := status(); s != "dispatching" {
+		t.Fatalf("run %s after both dead letters were replayed (the update superseded), want dispatching", s)
+	}
+	var retrying int
+	if err := b.pool.QueryRow(ctx, `SELECT count(*) FROM control_plane_outbox WHERE release_run_id = $1
+		AND effect_type = 'github.check_run.complete' AND status = 'available' AND payload ->> 'state' = 'retrying'`, r.ID).Scan(&retrying); err != nil || retrying != 1 {
+		t.Fatalf("%d retrying check-run updates queued (%v), want 1", retrying, err)
+	}
+}

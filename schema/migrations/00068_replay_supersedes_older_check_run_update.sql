@@ -9,8 +9,8 @@
 -- suspension dead-letters every effect it has queued, so this happened after every such pause with
 -- more than one update per run. Now such a replay completes the record as superseded by the newest
 -- update (superseded_by, result.resolution = superseded), as a retry, a deferral or a release of it
--- does (boardreadyops_outbox_supersede_check_run_update), audited with to_status completed. Every
--- other replay is as before.
+-- does (boardreadyops_outbox_supersede_check_run_update), audited with to_status completed, and
+-- unblocks its run as any replay does when nothing else blocks it. Every other replay is as before.
 --
 -- Only a function changes: no table lock.
 
@@ -60,6 +60,9 @@ BEGIN
                     r.status, 'completed');
             PERFORM public.boardreadyops_outbox_supersede_check_run_update(r, 'replayed by ' || p_operator, v_now);
             SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id;
+            -- No longer a dead letter: if it was the last thing keeping its run blocked (a Retry
+            -- replays the run's dead letters in id order, the dispatch first), the run goes on.
+            PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
             RETURN r;
         END IF;
     END IF;

@@ -1493,6 +1493,9 @@ BEGIN
                     r.status, 'completed');
             PERFORM public.boardreadyops_outbox_supersede_check_run_update(r, 'replayed by ' || p_operator, v_now);
             SELECT * INTO r FROM public.control_plane_outbox WHERE id = p_id;
+            -- No longer a dead letter: if it was the last thing keeping its run blocked (a Retry
+            -- replays the run's dead letters in id order, the dispatch first), the run goes on.
+            PERFORM public.boardreadyops_release_run_unblock(r, p_operator, v_now);
             RETURN r;
         END IF;
     END IF;

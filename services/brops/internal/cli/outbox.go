@@ -319,7 +319,7 @@ func (g *globals) moreNote(shown int, how string) string {
 func replayOutcome(e outbox.Effect) (status, detail string) {
 	switch {
 	case e.Status == outbox.StatusCompleted && e.SupersededBy != nil:
-		return "superseded", fmt.Sprintf("not sent: the newer check-run update %d of its run is sent instead", *e.SupersededBy)
+		return "superseded", fmt.Sprintf("not sent: the run's newer check-run update %d supersedes it (brops outbox show %d: a dead letter too is replayed on its own)", *e.SupersededBy, *e.SupersededBy)
 	case e.Status == outbox.StatusReconciliationRequired:
 		return e.Status, "held by the open restore fence: the old deployment may have sent it; run `brops reconcile inspect " +
 			strconv.FormatInt(e.ID, 10) + "`, then `brops reconcile resolve` with the evidence"
