@@ -57,6 +57,8 @@ func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
 		// Lifecycle refuses a retention interval or lease of 0 (a crash loop); the chart says so.
 		{"retention interval of 0", `retention: {interval: "0"}`, "interval"},
 		{"retention lease of 0", `retention: {lease: "0"}`, "lease"},
+		{"retention interval of 0s", `retention: {interval: "0s"}`, "interval"},
+		{"retention lease under a second", `retention: {lease: "500ms"}`, "lease"},
 		{"API URL without trailing slash", "github: {apiURL: https://ghe.example.com/api/v3}", "apiURL"},
 	}
 	for _, tt := range tests {
