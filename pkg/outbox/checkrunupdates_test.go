@@ -29,12 +29,7 @@ func TestCheckRunUpdatesOfManyRunsInOneCall(t *testing.T) {
 	}
 	single := func(r run, state string) int64 {
 		t.Helper()
-		var id int64
-		if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
-			r.ID, state, b.clock.Now()).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return enqueueCheckRunUpdate(t, ctx, b, r, state)
 	}
 	first, none, second, held := withCheckRun(701), withCheckRun(0), withCheckRun(702), withCheckRun(703)
 	olderFirst, olderSecond, olderHeld := single(first, "running"), single(second, "running"), single(held, "running")

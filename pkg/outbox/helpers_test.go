@@ -168,11 +168,17 @@ func runWithCheckRun(t *testing.T, ctx context.Context, b *bundle) func(state st
 	}
 	return func(state string) int64 {
 		t.Helper()
-		var id int64
-		if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
-			r.ID, state, b.clock.Now()).Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		return id
+		return enqueueCheckRunUpdate(t, ctx, b, r, state)
 	}
+}
+
+// enqueueCheckRunUpdate enqueues run r's next check-run update in a state and returns its id.
+func enqueueCheckRunUpdate(t *testing.T, ctx context.Context, b *bundle, r run, state string) int64 {
+	t.Helper()
+	var id int64
+	if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, $2, NULL, NULL, $3)`,
+		r.ID, state, b.clock.Now()).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -886,11 +886,7 @@ func TestSupersededReplayUnblocksItsRun(t *testing.T) {
 	r := createRun(t, ctx, b)
 	dispatch := dispatchFor(t, ctx, b, r)
 	claimOne(t, ctx, b, "w1", dispatch)
-	var update int64
-	if err := b.pool.QueryRow(ctx, `SELECT boardreadyops_release_run_enqueue_check_run($1, 'running', NULL, NULL, $2)`,
-		r.ID, b.clock.Now()).Scan(&update); err != nil {
-		t.Fatal(err)
-	}
+	update := enqueueCheckRunUpdate(t, ctx, b, r, "running")
 	claimOne(t, ctx, b, "w1", update)
 	if err := b.store.DeadLetter(ctx, b.pool, update, "w1", "installation suspended"); err != nil {
 		t.Fatal(err)
