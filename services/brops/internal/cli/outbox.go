@@ -302,24 +302,13 @@ it (brops reconcile resolve).`,
 	return cmd
 }
 
-// moreNote says that a list stopped at its limit of shown rows with more matching, and how to see
-// them: the caller prints it above its table, and with -o json it goes to stderr, so that
-// stdout keeps the list's shape.
-func (g *globals) moreNote(shown int, how string) string {
-	note := fmt.Sprintf("the newest %d shown; more match: %s", shown, how)
-	if g.output == "json" {
-		fmt.Fprintf(g.stderr, "brops: %s\n", note)
-	}
-	return note
-}
-
 // replayOutcome says what a replay did to an outbox record: most go back to the queue, but a
 // check-run update with a newer one for its run completes as superseded (00068), and a workflow
 // dispatch replayed under an open restore fence waits for reconciliation (00067).
 func replayOutcome(e outbox.Effect) (status, detail string) {
 	switch {
 	case e.Status == outbox.StatusCompleted && e.SupersededBy != nil:
-		return "superseded", fmt.Sprintf("not sent: the run's newer check-run update %d supersedes it (brops outbox show %d: a dead letter too is replayed on its own)", *e.SupersededBy, *e.SupersededBy)
+		return "superseded", fmt.Sprintf("not sent: the run's newer check-run update %d supersedes it (brops outbox show %d; replay it too if it is a dead letter)", *e.SupersededBy, *e.SupersededBy)
 	case e.Status == outbox.StatusReconciliationRequired:
 		return e.Status, "held by the open restore fence: the old deployment may have sent it; run `brops reconcile inspect " +
 			strconv.FormatInt(e.ID, 10) + "`, then `brops reconcile resolve` with the evidence"

@@ -83,9 +83,15 @@ unset is audited with the old and new values.`,
 			return s, nil
 		case installation == 0 && len(args) == 1 && strings.Count(args[0], "/") == 1:
 			s := settingsScope{table: "repository_release_settings", key: "repository_id", subject: "repository", name: args[0]}
-			// The same repository a --repo of release-runs means (repositoryNamed): a name is not unique.
-			err := q.QueryRow(ctx, `SELECT id FROM repositories WHERE full_name = $1
-				ORDER BY removed_at IS NOT NULL, updated_at DESC, id DESC LIMIT 1`, args[0]).Scan(&s.id)
+			// The repository a --repo of release-runs means: a name is not unique.
+			var id *int64
+			err := q.QueryRow(ctx, `SELECT `+repositoryNamed("$1"), args[0]).Scan(&id)
+			if err == nil && id == nil {
+				err = pgx.ErrNoRows
+			}
+			if id != nil {
+				s.id = *id
+			}
 			if errors.Is(err, pgx.ErrNoRows) {
 				return s, fmt.Errorf("repository %s is not recorded (BoardReadyOps learns repositories from the App's installation events and pushes)", args[0])
 			}

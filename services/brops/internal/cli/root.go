@@ -87,3 +87,14 @@ func (g *globals) render(v any, table func(w io.Writer)) error {
 	table(tw)
 	return tw.Flush()
 }
+
+// moreNote says that a list stopped at its limit of shown rows with more matching, and how to see
+// them: the caller prints it above its table, and with -o json it goes to stderr, so that
+// stdout keeps the list's shape.
+func (g *globals) moreNote(shown int, how string) string {
+	note := fmt.Sprintf("the newest %d shown; more match: %s", shown, how)
+	if g.output == "json" {
+		fmt.Fprintf(g.stderr, "brops: %s\n", note)
+	}
+	return note
+}

@@ -81,6 +81,14 @@ func TestReleaseRunsWithAReusedRepositoryName(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &runs) != nil || len(runs) != 1 || runs[0].ID != newRun {
 		t.Fatalf("list --repo: %d %s %s; want only the installed repository's run %s", code, out, errOut, newRun)
 	}
+	// repos settings means the same repository.
+	if code, out, errOut := run(t, o.env, "repos", "settings", "set", "octo-org/hello-world", "--workflow-file", "ship.yml", "--reason", "renamed"); code != 0 {
+		t.Fatalf("repos settings set: %d %s %s", code, out, errOut)
+	}
+	var repo int64
+	if err := o.pool.QueryRow(o.ctx, `SELECT repository_id FROM repository_release_settings`).Scan(&repo); err != nil || repo != 2 {
+		t.Fatalf("settings written for repository %d (%v), want the installed one, 2", repo, err)
+	}
 }
 
 // A list that stops at its --limit with more rows matching says so: above the table, or on
