@@ -151,7 +151,7 @@ func attentionPanels() []panel {
 		effectsByOutcome(),
 		{
 			title:            "Stale release runs",
-			description:      "Release runs not in a terminal state and older than the stale threshold, over all states (brops release-runs list shows them).",
+			description:      "Release runs not in a terminal state whose state has not changed for the stale threshold, over all states (brops release-runs list --unchanged-for shows them).",
 			unit:             "short",
 			emptyWhenHealthy: true,
 			queries:          []query{{`sum(max by (state) (` + m("boardreadyops_release_runs_stale") + `))`, "stale runs"}},

@@ -723,7 +723,8 @@ BEGIN
         RAISE EXCEPTION 'stale threshold must be at least 1 minute, got %', p_threshold USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    SELECT s.state, (SELECT count(*) FROM public.release_runs r WHERE r.status = s.state AND r.created_at < v_now - p_threshold)
+    SELECT s.state, (SELECT count(*) FROM public.release_runs r WHERE r.status = s.state
+                     AND r.created_at < v_now - p_threshold AND r.updated_at < v_now - p_threshold)
     FROM unnest(ARRAY['requested', 'check_pending', 'dispatching', 'running', 'blocked']) WITH ORDINALITY AS s(state, ord)
     ORDER BY s.ord;
 END;

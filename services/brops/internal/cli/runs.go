@@ -50,7 +50,10 @@ type runFilter struct {
 	status     string
 	olderThan  time.Duration
 	newerThan  time.Duration
-	limit      int
+	// unchangedFor: only runs whose state has not changed for this long (updated_at), as the
+	// stale gauge counts them (migration 00072).
+	unchangedFor time.Duration
+	limit        int
 }
 
 // query builds list's statement with only the conditions asked for, so that each form has a
@@ -79,6 +82,11 @@ func (f runFilter) query(now time.Time) (string, []any) {
 	if f.newerThan > 0 {
 		where = append(where, "r.created_at >= "+arg(now.Add(-f.newerThan)))
 	}
+	if f.unchangedFor > 0 {
+		// A run changes no earlier than its creation: the bound on created_at keeps the index range.
+		at := arg(now.Add(-f.unchangedFor))
+		where = append(where, "r.created_at < "+at, "r.updated_at < "+at)
+	}
 	newest := func(where []string) string {
 		sql := runSelect
 		if len(where) > 0 {
@@ -106,8 +114,8 @@ func (f runFilter) validate() error {
 	if f.repository != "" && strings.Count(f.repository, "/") != 1 {
 		return usageError{fmt.Errorf("--repo %q: want OWNER/NAME", f.repository)}
 	}
-	if f.olderThan < 0 || f.newerThan < 0 {
-		return usageError{errors.New("--older-than and --newer-than must not be negative")}
+	if f.olderThan < 0 || f.newerThan < 0 || f.unchangedFor < 0 {
+		return usageError{errors.New("--older-than, --newer-than and --unchanged-for must not be negative")}
 	}
 	return nil
 }
@@ -193,10 +201,11 @@ func newRunsCmd(g *globals) *cobra.Command {
 				if more != "" {
 					fmt.Fprintln(w, more)
 				}
-				fmt.Fprintln(w, "ID\tREPOSITORY\tTAG\tSTATUS\tATTEMPT\tCHECK RUN\tCREATED\tAGE")
+				fmt.Fprintln(w, "ID\tREPOSITORY\tTAG\tSTATUS\tATTEMPT\tCHECK RUN\tCREATED\tAGE\tUNCHANGED FOR")
 				for _, r := range runs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Repository, strings.TrimPrefix(r.Ref, "refs/tags/"), r.Status,
-						r.CurrentAttempt, i64(r.CheckRunID), r.CreatedAt.UTC().Format(time.RFC3339), time.Since(r.CreatedAt).Round(time.Second))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.ID, r.Repository, strings.TrimPrefix(r.Ref, "refs/tags/"), r.Status,
+						r.CurrentAttempt, i64(r.CheckRunID), r.CreatedAt.UTC().Format(time.RFC3339), time.Since(r.CreatedAt).Round(time.Second),
+						time.Since(r.UpdatedAt).Round(time.Second))
 				}
 			})
 		},
@@ -205,6 +214,7 @@ func newRunsCmd(g *globals) *cobra.Command {
 	list.Flags().StringVar(&f.status, "status", "", "only this status: "+strings.Join(runStatuses, ", "))
 	list.Flags().DurationVar(&f.olderThan, "older-than", 0, "only runs created longer ago than this (e.g. 1h)")
 	list.Flags().DurationVar(&f.newerThan, "newer-than", 0, "only runs created within this (e.g. 24h)")
+	list.Flags().DurationVar(&f.unchangedFor, "unchanged-for", 0, "only runs whose state has not changed for this long, as the stale gauge counts them (e.g. 1h)")
 	list.Flags().IntVar(&f.limit, "limit", 50, "at most this many (1-1000)")
 	cmd.AddCommand(list, newRunShowCmd(g), newRunCancelCmd(g))
 	return cmd

@@ -30,7 +30,8 @@ func TestReleaseRunListUsesIndexes(t *testing.T) {
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 3000) r;
 		INSERT INTO release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at, completed_at)
 		SELECT 1 + g % 100, 1 + (1 + g % 100) % 5, 'refs/tags/v' || g, substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'release.yml',
-		       CASE WHEN g % 200 = 0 THEN 'running' ELSE 'succeeded' END, now() - g * interval '1 minute', now(),
+		       CASE WHEN g % 200 = 0 THEN 'running' ELSE 'succeeded' END, now() - g * interval '1 minute',
+		       least(now(), now() - g * interval '1 minute' + (g / 200 % 4) * interval '40 minutes'),
 		       CASE WHEN g % 200 = 0 THEN NULL ELSE now() END
 		FROM generate_series(1, 6000) g;
 		ANALYZE release_runs; ANALYZE repositories;`); err != nil {
@@ -48,6 +49,8 @@ func TestReleaseRunListUsesIndexes(t *testing.T) {
 		{"status and age", runFilter{status: "running", olderThan: time.Hour, newerThan: 48 * time.Hour, limit: 50}, "release_runs_status_created_idx"},
 		{"every run", runFilter{limit: 50}, "release_runs_status_created_idx"},
 		{"every run of an age", runFilter{olderThan: time.Hour, newerThan: 48 * time.Hour, limit: 50}, "release_runs_status_created_idx"},
+		{"status, unchanged", runFilter{status: "running", unchangedFor: time.Hour, limit: 50}, "release_runs_status_created_idx"},
+		{"every run unchanged", runFilter{unchangedFor: time.Hour, limit: 50}, "release_runs_status_created_idx"},
 	}
 	for _, tt := range tests {
 		plans := pgtest.NewPlans(t, url)
@@ -89,10 +92,10 @@ func newestRuns(t *testing.T, pool *pgxpool.Pool, f runFilter, now time.Time) []
 	t.Helper()
 	sql := `SELECT r.id::text FROM release_runs r JOIN repositories p ON p.id = r.repository_id
 		WHERE ($1 = '' OR p.full_name = $1) AND ($2 = '' OR r.status = $2)
-		  AND (NOT $3 OR r.created_at < $4) AND (NOT $5 OR r.created_at >= $6)
+		  AND (NOT $3 OR r.created_at < $4) AND (NOT $5 OR r.created_at >= $6) AND (NOT $8 OR r.updated_at < $9)
 		ORDER BY r.created_at DESC LIMIT $7`
 	rows, err := pool.Query(context.Background(), sql, f.repository, f.status, f.olderThan > 0, now.Add(-f.olderThan),
-		f.newerThan > 0, now.Add(-f.newerThan), f.limit)
+		f.newerThan > 0, now.Add(-f.newerThan), f.limit, f.unchangedFor > 0, now.Add(-f.unchangedFor))
 	if err != nil {
 		t.Fatal(err)
 	}

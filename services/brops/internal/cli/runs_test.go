@@ -13,7 +13,8 @@ func TestReleaseRunsList(t *testing.T) {
 	_, recon, _ := o.dispatch("reconciliation_required")
 	if _, err := o.pool.Exec(o.ctx, `
 		INSERT INTO repositories (id, installation_id, full_name) VALUES (2, 55501, 'octo-org/other');
-		UPDATE release_runs SET created_at = now() - interval '3 hours' WHERE id = '`+recon+`'`); err != nil {
+		UPDATE release_runs SET created_at = now() - interval '3 hours', updated_at = now() - interval '2 hours' WHERE id = '`+recon+`';
+		UPDATE release_runs SET created_at = now() - interval '2 hours', updated_at = now() - interval '10 minutes' WHERE id = '`+dispatching+`'`); err != nil {
 		t.Fatal(err)
 	}
 	ids := func(args ...string) []string {
@@ -37,16 +38,19 @@ func TestReleaseRunsList(t *testing.T) {
 		{[]string{"--repo", "octo-org/hello-world"}, []string{dispatching, recon}},
 		{[]string{"--repo", "octo-org/other"}, nil},
 		{[]string{"--status", "blocked", "--older-than", "1h"}, []string{recon}}, // awaiting reconciliation blocks the run
-		{[]string{"--status", "dispatching", "--older-than", "1h"}, nil},
-		{[]string{"--newer-than", "1h"}, []string{dispatching}},
-		{[]string{"--repo", "octo-org/hello-world", "--status", "dispatching", "--newer-than", "1h"}, []string{dispatching}},
+		{[]string{"--status", "dispatching", "--older-than", "1h"}, []string{dispatching}},
+		{[]string{"--newer-than", "1h"}, nil},
+		{[]string{"--repo", "octo-org/hello-world", "--status", "dispatching", "--newer-than", "4h"}, []string{dispatching}},
+		// Stale as the gauge counts them: blocked for hours, not the one that moved ten minutes ago.
+		{[]string{"--unchanged-for", "1h"}, []string{recon}},
+		{[]string{"--status", "dispatching", "--unchanged-for", "5m"}, []string{dispatching}},
 	}
 	for _, tt := range tests {
 		if got := ids(tt.args...); strings.Join(got, ",") != strings.Join(tt.want, ",") {
 			t.Errorf("list %v: %v, want %v", tt.args, got, tt.want)
 		}
 	}
-	for _, args := range [][]string{{"--status", "stuck"}, {"--repo", "nobody"}, {"--limit", "0"}} {
+	for _, args := range [][]string{{"--status", "stuck"}, {"--repo", "nobody"}, {"--limit", "0"}, {"--unchanged-for", "-1h"}} {
 		if code, _, _ := run(t, o.env, append([]string{"release-runs", "list"}, args...)...); code != 2 {
 			t.Errorf("list %v: exit %d, want 2", args, code)
 		}

@@ -37,7 +37,7 @@ func (c *Config) register(e *config.Env) {
 	e.Bool(&w.Listen, "listen", "BOARDREADYOPS_LISTEN", true, "LISTEN for new jobs (disable behind transaction-pooling PgBouncer)")
 	e.Duration(&w.MaxBackoff, "max-backoff", "BOARDREADYOPS_JOB_MAX_BACKOFF", 5*time.Minute, "cap of a failing job's retry delay")
 	e.Duration(&w.StaleAfter, "release-run-stale-after", "BOARDREADYOPS_RELEASE_RUN_STALE_AFTER", time.Hour,
-		"age beyond which an unfinished release run counts in boardreadyops_release_runs_stale (at least 1m)")
+		"time without a change of state beyond which an unfinished release run counts in boardreadyops_release_runs_stale (at least 1m)")
 	e.Duration(&w.ReadBackAfter, "release-run-read-back-after", "BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER", 30*time.Minute,
 		"how long a running release run's workflow run may stay quiet before it is read back from GitHub (at least 5m)")
 	e.String(&h.TagPattern, "release-tag-pattern", "BOARDREADYOPS_RELEASE_TAG_PATTERN", "v*", "default release tag pattern (path.Match on the tag name)")

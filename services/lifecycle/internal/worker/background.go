@@ -31,8 +31,9 @@ func (w *Worker) stats() queuerun.Stats {
 		}}
 }
 
-// staleRuns refreshes boardreadyops_release_runs_stale: non-terminal runs older than
-// StaleAfter, by state (aggregate counts only; brops release-runs list --older-than names them).
+// staleRuns refreshes boardreadyops_release_runs_stale: non-terminal runs whose state has not
+// changed for StaleAfter, by state (aggregate counts only; brops release-runs list
+// --unchanged-for names them).
 func (w *Worker) staleRuns() queuerun.Task {
 	return queuerun.Task{Name: "count stale release runs", Interval: w.cfg.StatsInterval, Immediately: true,
 		Run: func(ctx context.Context) error {

@@ -81,7 +81,7 @@ var jobOutcomes = []string{handler.OutcomeApplied, handler.OutcomeIgnored, handl
 func staleGauge(f promauto.Factory) *prometheus.GaugeVec {
 	g := f.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "boardreadyops_release_runs_stale",
-		Help: "Release runs in a non-terminal state (requested, check_pending, dispatching, running, blocked) created longer ago than the stale threshold, refreshed periodically.",
+		Help: "Release runs in a non-terminal state (requested, check_pending, dispatching, running, blocked) whose state has not changed for the stale threshold, refreshed periodically.",
 	}, []string{"state"})
 	for _, s := range staleStates {
 		g.WithLabelValues(s).Set(0) // every series exists from the start

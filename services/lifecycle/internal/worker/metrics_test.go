@@ -56,7 +56,7 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 	}
 }
 
-// The stale gauge counts unfinished runs created longer ago than StaleAfter, by state, and
+// The stale gauge counts unfinished runs whose state has not changed for StaleAfter, by state, and
 // exports every state's series from the start.
 func TestStaleReleaseRunsGauge(t *testing.T) {
 	t.Parallel()
@@ -71,7 +71,7 @@ func TestStaleReleaseRunsGauge(t *testing.T) {
 		b.deliver(pushTag(tag, sha))
 	}
 	b.drain()
-	b.exec(`UPDATE release_runs SET created_at = now() - interval '2 hours' WHERE ref IN ('refs/tags/v1.0.0', 'refs/tags/v1.0.1')`)
+	b.exec(`UPDATE release_runs SET created_at = now() - interval '2 hours', updated_at = now() - interval '2 hours' WHERE ref IN ('refs/tags/v1.0.0', 'refs/tags/v1.0.1')`)
 	b.exec(`UPDATE release_runs SET status = 'succeeded', completed_at = now() WHERE ref = 'refs/tags/v1.0.1'`) // old but finished
 	ctx, cancel := context.WithCancel(b.ctx)
 	defer cancel()

@@ -59,8 +59,8 @@ type Config struct {
 	// StatsInterval is how often the queue gauges and the stale-run gauge are refreshed (one
 	// query each, ±10 %); default 5s.
 	StatsInterval time.Duration
-	// StaleAfter is the age beyond which a release run that has not finished counts as stale
-	// (gauge boardreadyops_release_runs_stale); at least 1m, default 1h.
+	// StaleAfter is the time without a change of state beyond which a release run that has not
+	// finished counts as stale (gauge boardreadyops_release_runs_stale); at least 1m, default 1h.
 	StaleAfter time.Duration
 	// ReadBackAfter is how long a running release run's workflow run may stay quiet (no webhook,
 	// no change) before it is read back from GitHub through a github.workflow_run.read effect
