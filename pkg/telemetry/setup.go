@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -23,10 +24,17 @@ type Provider interface {
 // exported over OTLP/HTTP (the exporter reads the other OTEL_EXPORTER_OTLP_* variables itself);
 // otherwise, or with OTEL_SDK_DISABLED=true, nothing is exported and nothing is recorded — ids are
 // still generated and stored (IDs). Call Shutdown on the provider to flush.
+//
+// The sampler is the SDK's, from OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (the chart's
+// tracing.samplingRatio), parentbased_always_on when unset. Setup refuses a sampler or ratio the
+// SDK would replace by its default with only a log line.
 func Setup(ctx context.Context, service string, getenv func(string) string) (Provider, error) {
 	if strings.EqualFold(getenv("OTEL_SDK_DISABLED"), "true") ||
 		(getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "") {
 		return idsOnly{IDs}, nil
+	}
+	if err := checkSampler(getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG")); err != nil {
+		return nil, err
 	}
 	exp, err := otlptracehttp.New(ctx)
 	if err != nil {
@@ -40,8 +48,9 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (Pro
 	if err != nil {
 		return nil, fmt.Errorf("trace resource: %w", err)
 	}
+	// No WithSampler: an option given here overrides the environment's sampler, and every span
+	// was exported whatever OTEL_TRACES_SAMPLER said. The SDK's default is parentbased_always_on.
 	return sdktrace.NewTracerProvider(
-		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.AlwaysSample())),
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
 	), nil
@@ -51,3 +60,23 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (Pro
 type idsOnly struct{ trace.TracerProvider }
 
 func (idsOnly) Shutdown(context.Context) error { return nil }
+
+// checkSampler refuses what the SDK would not apply: a sampler it does not know, or a ratio that
+// is not a number from 0 to 1 (the SDK logs either and samples every trace instead).
+func checkSampler(sampler, arg string) error {
+	switch sampler {
+	case "", "always_on", "always_off", "parentbased_always_on", "parentbased_always_off":
+		return nil
+	case "traceidratio", "parentbased_traceidratio":
+		if arg == "" {
+			return nil // the SDK's default ratio, 1
+		}
+		r, err := strconv.ParseFloat(arg, 64)
+		if err != nil || r < 0 || r > 1 {
+			return fmt.Errorf("OTEL_TRACES_SAMPLER_ARG %q: want a ratio from 0 to 1", arg)
+		}
+		return nil
+	default:
+		return fmt.Errorf("OTEL_TRACES_SAMPLER %q: want always_on, always_off, traceidratio or their parentbased_ forms", sampler)
+	}
+}
