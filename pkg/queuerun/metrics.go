@@ -27,6 +27,10 @@ type MetricsConfig struct {
 	StateValues []string
 	// OldestAvailableAge is the gauge of the oldest due row's age in seconds.
 	OldestAvailableAge Desc
+	// StatsRefreshed is the gauge of the last successful statistics query's time (Unix seconds):
+	// the other gauges keep their last values when the query fails, and this one says how old
+	// they are.
+	StatsRefreshed Desc
 	// ClaimDuration is the histogram of claim latency in seconds (ClaimBuckets).
 	ClaimDuration Desc
 	// Recovered is the counter of expired leases recovered (label "state").
@@ -41,7 +45,7 @@ func (c MetricsConfig) validate() error {
 	for _, d := range []struct {
 		field string
 		desc  Desc
-	}{{"States", c.States}, {"OldestAvailableAge", c.OldestAvailableAge}, {"ClaimDuration", c.ClaimDuration}, {"Recovered", c.Recovered}} {
+	}{{"States", c.States}, {"OldestAvailableAge", c.OldestAvailableAge}, {"StatsRefreshed", c.StatsRefreshed}, {"ClaimDuration", c.ClaimDuration}, {"Recovered", c.Recovered}} {
 		if strings.TrimSpace(d.desc.Name) == "" || strings.TrimSpace(d.desc.Help) == "" {
 			errs = append(errs, fmt.Errorf("queuerun: MetricsConfig.%s needs a name and a help text", d.field))
 		}
@@ -67,6 +71,8 @@ type Metrics struct {
 	States *prometheus.GaugeVec
 	// OldestAvailableAge is the age of the oldest row that is due and not claimed, in seconds.
 	OldestAvailableAge prometheus.Gauge
+	// StatsRefreshed is when SetStats last ran (Unix seconds; 0 before the first statistics).
+	StatsRefreshed prometheus.Gauge
 	// ClaimDuration observes every claim query (ClaimConfig.Duration).
 	ClaimDuration prometheus.Histogram
 	// Recovered counts expired leases recovered, by the state the row moved to (Recovery).
@@ -87,6 +93,7 @@ func NewMetrics(reg prometheus.Registerer, cfg MetricsConfig) (*Metrics, error) 
 		OldestAvailableAge: f.NewGauge(prometheus.GaugeOpts{
 			Name: cfg.OldestAvailableAge.Name, Help: cfg.OldestAvailableAge.Help,
 		}),
+		StatsRefreshed: f.NewGauge(prometheus.GaugeOpts{Name: cfg.StatsRefreshed.Name, Help: cfg.StatsRefreshed.Help}),
 		ClaimDuration: f.NewHistogram(prometheus.HistogramOpts{
 			Name: cfg.ClaimDuration.Name, Help: cfg.ClaimDuration.Help, Buckets: ClaimBuckets,
 		}),
@@ -105,7 +112,7 @@ func NewMetrics(reg prometheus.Registerer, cfg MetricsConfig) (*Metrics, error) 
 
 // SetStats sets the gauges from one statistics query: counts in the order of
 // MetricsConfig.StateValues (a missing count is 0, an extra one is an error) and the oldest due row's
-// age in seconds.
+// age in seconds. StatsRefreshed becomes the current time.
 func (m *Metrics) SetStats(oldestAvailableAgeSeconds float64, counts ...int64) error {
 	if len(counts) > len(m.states) {
 		return fmt.Errorf("queuerun: %d state counts for %d states", len(counts), len(m.states))
@@ -118,5 +125,6 @@ func (m *Metrics) SetStats(oldestAvailableAgeSeconds float64, counts ...int64) e
 		m.States.WithLabelValues(state).Set(float64(n))
 	}
 	m.OldestAvailableAge.Set(oldestAvailableAgeSeconds)
+	m.StatsRefreshed.SetToCurrentTime()
 	return nil
 }

@@ -1,8 +1,11 @@
 package queuerun_test
 
 import (
+	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -14,6 +17,7 @@ import (
 var testMetricsConfig = queuerun.MetricsConfig{
 	States: queuerun.Desc{Name: "boardreadyops_test_items", Help: "Items by state."}, StateValues: []string{"available", "leased"},
 	OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_test_oldest_available_item_age_seconds", Help: "Age of the oldest due item."},
+	StatsRefreshed:     queuerun.Desc{Name: "boardreadyops_test_stats_refreshed_timestamp_seconds", Help: "Last statistics."},
 	ClaimDuration:      queuerun.Desc{Name: "boardreadyops_test_claim_duration_seconds", Help: "Latency of one claim."},
 	Recovered:          queuerun.Desc{Name: "boardreadyops_test_leases_recovered_total", Help: "Expired item leases recovered."},
 }
@@ -33,8 +37,15 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewRegistry()
 	m := testMetrics(t, reg)
+	if got := testutil.ToFloat64(m.StatsRefreshed); got != 0 {
+		t.Fatalf("refreshed %v before any statistics, want 0", got)
+	}
+	before := float64(time.Now().UnixNano()) / 1e9
 	if err := m.SetStats(12.5, 3); err != nil { // no count for leased: 0
 		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.StatsRefreshed); got < before-1 || got > before+60 {
+		t.Fatalf("refreshed %v, want about %v", got, before)
 	}
 	m.ClaimDuration.Observe(0.002)
 	m.Recovered.WithLabelValues("available").Inc()
@@ -132,5 +143,39 @@ func TestClaimBucketsResolveTheTargetRange(t *testing.T) {
 	}
 	if !has10ms {
 		t.Errorf("no 10 ms bucket: the claim latency alerts read le=\"0.01\"")
+	}
+}
+
+// A failed statistics query leaves the gauges as they were, StatsRefreshed too: its age is what
+// tells that the others are old (a dispatcher that cannot reach PostgreSQL keeps exporting the
+// oldest age it last read, and only BoardReadyOps*StatsStale sees it).
+func TestFailedStatsLeaveTheRefreshTime(t *testing.T) {
+	t.Parallel()
+	m := testMetrics(t, prometheus.NewRegistry())
+	fail := false
+	task := queuerun.Stats{Name: "read test statistics", Interval: time.Second,
+		Read: func(context.Context) (float64, []int64, error) {
+			if fail {
+				return 0, nil, errors.New("connection refused")
+			}
+			return 4, []int64{1, 2}, nil
+		}}.Task(m)
+	if err := task.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	refreshed := testutil.ToFloat64(m.StatsRefreshed)
+	if refreshed == 0 {
+		t.Fatal("no refresh time after a successful read")
+	}
+	m.StatsRefreshed.Set(refreshed - 600) // as if ten minutes ago
+	fail = true
+	if err := task.Run(context.Background()); err == nil {
+		t.Fatal("the failed read returned no error")
+	}
+	if got := testutil.ToFloat64(m.StatsRefreshed); got != refreshed-600 {
+		t.Fatalf("refreshed %v after a failed read, want %v", got, refreshed-600)
+	}
+	if got := testutil.ToFloat64(m.OldestAvailableAge); got != 4 {
+		t.Fatalf("oldest age %v after a failed read, want the last read's 4", got)
 	}
 }

@@ -22,6 +22,7 @@ func runnerMetrics(tb testing.TB) *Metrics {
 	m, err := NewMetrics(prometheus.NewRegistry(), MetricsConfig{
 		States: Desc{Name: "boardreadyops_runner_test_jobs", Help: "Jobs by state."}, StateValues: []string{"available", "leased", "retrying", "dead_letter"},
 		OldestAvailableAge: Desc{Name: "boardreadyops_runner_test_oldest_available_job_age_seconds", Help: "Oldest due job."},
+		StatsRefreshed:     Desc{Name: "boardreadyops_runner_test_stats_refreshed_timestamp_seconds", Help: "Last statistics."},
 		ClaimDuration:      Desc{Name: "boardreadyops_runner_test_claim_duration_seconds", Help: "Claim latency."},
 		Recovered:          Desc{Name: "boardreadyops_runner_test_leases_recovered_total", Help: "Recovered leases."},
 	})

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/hack/test/proctest"
@@ -32,8 +33,11 @@ const appID = 4343
 
 // product is the running product and what the test drives it with.
 type product struct {
-	procs  map[string]*proctest.Process
-	pool   *pgxpool.Pool
+	procs map[string]*proctest.Process
+	pool  *pgxpool.Pool
+	// dispatcherLogin is the dispatcher's own login (group role boardreadyops_dispatcher), as a
+	// deployment gives it: the test takes the database away from the dispatcher alone.
+	dispatcherLogin string
 	sim    *githubsim.Simulator
 	ingest string
 	secret []byte
@@ -73,14 +77,20 @@ func startProduct(t *testing.T, dir string) *product {
 	t.Cleanup(gh.Close)
 
 	common := []string{"DATABASE_URL=" + dbURL, "LOG_LEVEL=warn", fmt.Sprintf("BOARDREADYOPS_GITHUB_APP_ID=%d", appID)}
+	dispatcherURL := pgtest.NewLogin(t, dbURL, "boardreadyops_dispatcher")
+	dispatcherCfg, err := pgx.ParseConfig(dispatcherURL)
+	if err != nil {
+		t.Fatal(err)
+	}
 	own := map[string][]string{
 		"ingest":    {"LISTEN_ADDR=" + ingestAddr, "BOARDREADYOPS_WEBHOOK_SECRET_FILE=" + secretFile},
 		"lifecycle": nil,
 		// Paced at 20 ms rather than GitHub's 1 s between mutations, so the load does not queue up.
 		"outbox-dispatcher": {"BOARDREADYOPS_GITHUB_API_URL=" + gh.URL, "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=" + keyFile,
-			"BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL=20ms"},
+			"BOARDREADYOPS_DISPATCHER_MUTATION_INTERVAL=20ms", "DATABASE_URL=" + dispatcherURL}, // the last DATABASE_URL counts
 	}
-	p := &product{procs: map[string]*proctest.Process{}, pool: pool, sim: sim, ingest: ingestAddr, secret: secret}
+	p := &product{procs: map[string]*proctest.Process{}, pool: pool, sim: sim, ingest: ingestAddr, secret: secret,
+		dispatcherLogin: dispatcherCfg.User}
 	for name, env := range own {
 		addr := proctest.FreeAddr(t)
 		proc := &proctest.Process{Name: name, Bin: filepath.Join(dir, name), MetricsAddr: addr,
@@ -271,6 +281,30 @@ func TestMonitoringLive(t *testing.T) {
 		prod.exec(t, `SELECT boardreadyops_outbox_resolve_reconciliation(id, 'monitoring-test', NULL, 'no run created: 502 before processing') FROM control_plane_outbox WHERE status = 'reconciliation_required'`)
 		eventually(t, 60*time.Second, name+" resolved", func() bool { return len(firing(t, prom, name)) == 0 })
 		requireNotified(t, hook, name, true)
+	})
+	t.Run("dispatcher without its database", func(t *testing.T) {
+		// The dispatcher keeps serving its metrics, up stays 1, and its outbox gauges keep the
+		// last values read: only the statistics' refresh time tells.
+		const name = "BoardReadyOpsOutboxStatsStale"
+		if n := len(firing(t, prom, name)); n != 0 {
+			t.Fatalf("%s firing before the database was taken away", name)
+		}
+		login := pgx.Identifier{prod.dispatcherLogin}.Sanitize()
+		prod.exec(t, `ALTER ROLE `+login+` NOLOGIN`)
+		prod.exec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+prod.dispatcherLogin+`'`)
+		eventually(t, 90*time.Second, name+" firing", func() bool { return len(firing(t, prom, name)) == 1 })
+		waitNotified(t, hook, name, "firing")
+		if n := len(firing(t, prom, "BoardReadyOpsDispatcherDown")); n != 0 {
+			t.Errorf("BoardReadyOpsDispatcherDown firing for a dispatcher that answers its scrapes")
+		}
+		prod.exec(t, `ALTER ROLE `+login+` LOGIN`)
+		eventually(t, 90*time.Second, name+" resolved", func() bool { return len(firing(t, prom, name)) == 0 })
+		requireNotified(t, hook, name, true)
+		// It delivers again without a restart.
+		done := prod.count(t, `SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`)
+		eventually(t, 60*time.Second, "deliveries with the database back", func() bool {
+			return prod.count(t, `SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`) > done+10
+		})
 	})
 	t.Run("dispatcher stopped", func(t *testing.T) {
 		d := prod.procs["outbox-dispatcher"]

@@ -35,6 +35,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StateValues: jobStates,
 		OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_lifecycle_oldest_available_job_age_seconds",
 			Help: "Age of the oldest job that is due and not claimed."},
+		StatsRefreshed: queuerun.Desc{Name: "boardreadyops_lifecycle_stats_refreshed_timestamp_seconds",
+			Help: "When this lifecycle replica last read the job queue's statistics (Unix seconds; 0 before the first read). The job gauges keep their last values while the read fails."},
 		ClaimDuration: queuerun.Desc{Name: "boardreadyops_lifecycle_claim_duration_seconds", Help: "Latency of one job claim query."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_lifecycle_leases_recovered_total",
 			Help: "Expired job leases recovered, by the state they moved to."},

@@ -44,6 +44,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		StateValues: effectStates,
 		OldestAvailableAge: queuerun.Desc{Name: "boardreadyops_outbox_oldest_available_effect_age_seconds",
 			Help: "Age of the oldest effect that is due and not claimed."},
+		StatsRefreshed: queuerun.Desc{Name: "boardreadyops_outbox_stats_refreshed_timestamp_seconds",
+			Help: "When this dispatcher last read the outbox's statistics (Unix seconds; 0 before the first read). The effect gauges keep their last values while the read fails."},
 		ClaimDuration: queuerun.Desc{Name: "boardreadyops_outbox_claim_duration_seconds",
 			Help: "Claim latency: duration of one outbox claim query. The operator's broker-transition trigger fires when its p99 stays above 250 ms for 5 minutes (docs/operator.md)."},
 		Recovered: queuerun.Desc{Name: "boardreadyops_outbox_leases_recovered_total",
