@@ -31,6 +31,14 @@ BEGIN
             RETURN QUERY SELECT v_inbox, NULL::bigint, true, true;
             RETURN;
         END IF;
+        -- This delivery's own body, seen before (00073): the delivery was stored and retention has
+        -- since deleted its inbox row, or it was recorded as ignored, or a concurrent copy of it
+        -- has just committed. It has been handled once; storing it again would run it again (a
+        -- captured delivery resent with its own id after the jobs period, or an ignored body
+        -- resent under another event's name).
+        SELECT i.id INTO v_inbox FROM public.webhook_inbox i WHERE i.delivery_id = p_delivery_id;
+        RETURN QUERY SELECT v_inbox, NULL::bigint, true, false;
+        RETURN;
     END IF;
     INSERT INTO public.webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload,
                                       payload_sha256, received_at, traceparent)

@@ -353,3 +353,31 @@ func TestMaximalDeliveryFitsTheSmallestBudget(t *testing.T) {
 		t.Fatalf("25 MiB delivery: %d %v", status, resp)
 	}
 }
+
+// An ignored body resent with its own delivery id under the name of an event that is stored is a
+// duplicate (migration 00073): only its digest was kept, and the body fits the repository
+// event's shape, so it was stored as a repository deletion. In both store modes.
+func TestIgnoredBodyResentAsAnotherEventWritesNothing(t *testing.T) {
+	t.Parallel()
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
+			t.Parallel()
+			e := setupWith(t, func(e *env, o *webhook.Options) {
+				if grouped {
+					o.Store = groupStore(t, e)
+				}
+			})
+			body := []byte(`{"action":"deleted","label":{"id":1,"name":"bug"},"repository":{"id":42,"full_name":"octo-org/hello-world"},"installation":{"id":7}}`)
+			if status, _, resp := e.send(t, req{event: "label", delivery: "label-1", body: body}); status != http.StatusAccepted || resp["status"] != "ignored" {
+				t.Fatalf("label event: %d %v, want 202 ignored", status, resp)
+			}
+			status, _, resp := e.send(t, req{event: "repository", delivery: "label-1", body: body})
+			if status == http.StatusAccepted {
+				t.Fatalf("the label body resent as a repository event: %d %v, want it refused", status, resp)
+			}
+			if inbox, jobs := e.rows(t); inbox != 0 || jobs != 0 {
+				t.Fatalf("%d inbox rows and %d jobs, want none", inbox, jobs)
+			}
+		})
+	}
+}

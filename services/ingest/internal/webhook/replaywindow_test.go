@@ -67,6 +67,14 @@ func TestReplayRefusedInsideItsWindowAfterASweep(t *testing.T) {
 	if n := testutilCount(t, e, webhook.ResultReplayed); n != 2 {
 		t.Fatalf("replayed %d, want 2", n)
 	}
+	// The captured delivery resent unchanged, with its own delivery id (migration 00073): its inbox
+	// row is gone, its digest is not. Before, it was stored and run again.
+	if status, _, resp := e.send(t, req{event: "check_run", delivery: "original-1", body: rerequest}); status != http.StatusOK || resp["status"] != webhook.ResultDuplicate {
+		t.Fatalf("the delivery resent with its own id after the sweep: %d %v, want 200 duplicate", status, resp)
+	}
+	if inbox, jobs := e.rows(t); inbox != 0 || jobs != 0 {
+		t.Fatalf("the delivery resent with its own id wrote %d inbox rows and %d jobs", inbox, jobs)
+	}
 
 	// An hour after it: both digests go, and the body is new again (the window is the period).
 	if got := sweepAt(window + time.Hour); got[retention.TableDigests] != 2 {
