@@ -402,3 +402,36 @@ func TestLifecycleFinishesOnlyTheDeliverysAttempt(t *testing.T) {
 		t.Errorf("run %s, check run completion %s", status, payload)
 	}
 }
+
+// A leaked lifecycle credential cannot shorten the replay defence (migration 00074): holding the
+// retention lease, it may delete completed jobs and body digests only past 72 hours, as
+// lifecycle's settings refuse shorter periods. Before, a second was enough, and every captured
+// body became replayable under a fresh delivery id.
+func TestLifecycleCannotShortenTheReplayWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewURL(t)
+	lifecycle := pgtest.NewLoginPool(t, dbURL, "boardreadyops_lifecycle")
+	var acquired bool
+	if err := lifecycle.QueryRow(ctx, `SELECT acquired FROM boardreadyops_retention_lease_acquire('attacker', '1 minute')`).Scan(&acquired); err != nil || !acquired {
+		t.Fatalf("lease: %v %v", acquired, err)
+	}
+	for _, tc := range []struct {
+		table, period string
+		refused       bool
+	}{
+		{"webhook_body_digests", "1 second", true},
+		{"control_plane_jobs", "1 second", true},
+		{"webhook_body_digests", "71 hours", true},
+		{"webhook_body_digests", "72 hours", false},
+		{"control_plane_jobs", "72 hours", false},
+		{"control_plane_outbox", "1 second", false}, // not a replay defence: as before
+	} {
+		_, err := lifecycle.Exec(ctx, `SELECT boardreadyops_retention_delete($1, 'attacker', $2::interval)`, tc.table, tc.period)
+		var pgErr *pgconn.PgError
+		refused := errors.As(err, &pgErr) && pgErr.Code == "22023"
+		if refused != tc.refused || (err != nil && !refused) {
+			t.Errorf("%s older than %s as lifecycle: %v, want refused %v", tc.table, tc.period, err, tc.refused)
+		}
+	}
+}

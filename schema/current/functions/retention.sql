@@ -16,6 +16,14 @@ BEGIN
     IF p_older_than IS NULL OR p_older_than < interval '1 second' THEN
         RAISE EXCEPTION 'retention must be at least 1 second, got %', p_older_than USING ERRCODE = '22023';
     END IF;
+    -- A completed job's inbox row and a body's digest are the replay defence (00019, 00073): no
+    -- login may shorten them below GitHub's redelivery window, as settings.go refuses it (00074).
+    -- Only a clock login (load tests' BOARDREADYOPS_RETENTION_ALLOW_SHORT) may.
+    IF p_table IN ('control_plane_jobs', 'webhook_body_digests') AND p_older_than < interval '72 hours'
+       AND NOT pg_catalog.pg_has_role(session_user, 'boardreadyops_clock', 'MEMBER') THEN
+        RAISE EXCEPTION '% retention must be at least 72 hours (GitHub''s redelivery window), got %', p_table, p_older_than
+            USING ERRCODE = '22023';
+    END IF;
     IF p_batch IS NULL OR p_batch NOT BETWEEN 1 AND 10000 THEN
         RAISE EXCEPTION 'batch must be between 1 and 10000, got %', p_batch USING ERRCODE = '22023';
     END IF;
