@@ -99,6 +99,55 @@ seccompProfile:
       key: {{ index .root.Values.database.keys .key }}
 {{- end -}}
 
+{{/* A Go duration value ("90s", "1m30s", "1.5h", "0") in nanoseconds, as Go's time.ParseDuration
+reads it, so that the chart can hold a duration to the bounds the services enforce at startup (Helm
+has no duration parser). Fails naming the value when it is not a duration or beyond Go's range.
+Call with (dict "name" "ingest.storeTimeout" "value" .Values.ingest.storeTimeout). */}}
+{{- define "boardreadyops.durationNs" -}}
+{{- $s := toString .value -}}
+{{- if not (regexMatch "^(0|([0-9]+(\\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h))+)$" $s) -}}
+{{- fail (printf "%s (%q) is not a duration: write e.g. 500ms, 30s, 5m or 1h30m" .name $s) -}}
+{{- end -}}
+{{- $units := dict "ns" 1 "us" 1000 "µs" 1000 "μs" 1000 "ms" 1000000 "s" 1000000000 "m" 60000000000 "h" 3600000000000 -}}
+{{- $max := 9223372036854775807 -}}
+{{- $tooLong := printf "%s (%s) is out of range: a duration is at most 2562047h47m16.854775807s" .name $s -}}
+{{- $total := 0 -}}
+{{- range regexFindAll "[0-9]+(\\.[0-9]+)?(ns|us|µs|μs|ms|s|m|h)" $s -1 -}}
+{{- $num := regexFind "^[0-9]+(\\.[0-9]+)?" . -}}
+{{- $unit := get $units (trimPrefix $num .) | int64 -}}
+{{- /* Leading zeros dropped: int64 would read "010" as octal. */ -}}
+{{- $int := regexReplaceAll "^0+([0-9])" (regexFind "^[0-9]+" $num) "${1}" -}}
+{{- if or (gt (len $int) 19) (and (eq (len $int) 19) (gt $int "9223372036854775807")) }}{{ fail $tooLong }}{{ end -}}
+{{- $v := $int | int64 -}}
+{{- if gt $v (div $max $unit) }}{{ fail $tooLong }}{{ end -}}
+{{- $v = mul $v $unit -}}
+{{- $frac := trimPrefix "." (regexFind "\\.[0-9]+" $num) -}}
+{{- if $frac -}}
+{{- /* fraction × unit / 10^digits, truncated to the nanosecond (Go computes it in float64, which
+can come out 1ns lower for a long fraction; charttest compares the two). */ -}}
+{{- $frac = trunc 18 $frac -}}
+{{- $f := mulf $frac (divf $unit (printf "1%s" (repeat (len $frac) "0"))) | int64 -}}
+{{- if gt $f (sub $max $v) }}{{ fail $tooLong }}{{ end -}}
+{{- $v = add $v $f -}}
+{{- end -}}
+{{- if gt $v (sub $max $total) }}{{ fail $tooLong }}{{ end -}}
+{{- $total = add $total $v -}}
+{{- end -}}
+{{- $total -}}
+{{- end -}}
+
+{{/* A duration value held to the bounds a service enforces at startup, in nanoseconds; fails
+with "<name> (<value>) must be <want>: <why>" outside [min, max]. Call with
+(dict "name" "ingest.storeTimeout" "value" $v.storeTimeout "min" 1 "max" 9000000000
+"want" "more than 0 and at most 9s" "why" "ingest refuses anything else at startup"). */}}
+{{- define "boardreadyops.durationWithin" -}}
+{{- $ns := include "boardreadyops.durationNs" . | int64 -}}
+{{- if or (lt $ns (int64 .min)) (gt $ns (int64 .max)) -}}
+{{- fail (printf "%s (%s) must be %s: %s" .name (toString .value) .want .why) -}}
+{{- end -}}
+{{- $ns -}}
+{{- end -}}
+
 {{/* Grace period: the configured one, else the lease plus 30 s so a draining replica can
 finish or release every lease it holds. */}}
 {{- define "boardreadyops.gracePeriod" -}}
