@@ -236,8 +236,8 @@ func processRow() row {
 		{
 			title: "Waiting for a database connection, by instance",
 			description: "Seconds per second the callers of each instance wait for a pooled connection because none is idle " +
-				"(docs/operations.md, \"Database pool metrics\"). Near 1 or more: raise BOARDREADYOPS_DB_MAX_CONNS.",
-			unit:             "s",
+				"(docs/operations.md, \"Database pool metrics\"); a ratio, not a latency: 0.5 is half a caller waiting all the time. Near 1 or more: raise BOARDREADYOPS_DB_MAX_CONNS.",
+			unit:             "short",
 			width:            6,
 			emptyWhenHealthy: true,
 			queries:          []query{{`sum by (instance) (` + rate(m("boardreadyops_db_pool_empty_acquire_wait_seconds_total")) + `)`, "{{instance}}"}},

@@ -40,27 +40,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	for _, name := range runtimeMetrics {
 		names[name] = true
 	}
-	for _, name := range agreedMetrics {
-		names[name] = true
-	}
 	return names
-}
-
-// agreedMetrics are the metrics the dashboards show before the branches that export them are
-// merged (their names were agreed in advance, issues #19, #20 and #23).
-var agreedMetrics = []string{
-	"boardreadyops_release_runs_stale",
-	"boardreadyops_workflow_completions_unmatched_total",
-	"boardreadyops_retention_deleted_rows_total",
-	"boardreadyops_retention_oldest_expired_seconds",
-	"boardreadyops_retention_last_pass_seconds",
-	"boardreadyops_retention_leader",
-	"boardreadyops_webhook_deliveries_filtered_total",
-	// The release SLOs' indicators, from the alerts branch of #23.
-	"boardreadyops_release_check_run_visible_seconds_bucket",
-	"boardreadyops_release_check_run_visible_seconds_count",
-	"boardreadyops_release_conclusion_shown_seconds_bucket",
-	"boardreadyops_release_conclusion_shown_seconds_count",
 }
 
 // runtimeMetrics are the Go runtime and process collectors' metrics the dashboards show; every
