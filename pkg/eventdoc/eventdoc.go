@@ -108,9 +108,15 @@ type RepositoryChanges struct {
 
 // Push is what a push needs for release detection.
 type Push struct {
-	Ref     string `json:"ref"`
-	Before  string `json:"before,omitempty"`
-	After   string `json:"after"`
+	Ref    string `json:"ref"`
+	Before string `json:"before,omitempty"`
+	// After is what the ref points to after the push: for an annotated tag, the tag object, not
+	// a commit.
+	After string `json:"after"`
+	// HeadSHA is the commit the push leaves at the ref's head (head_commit.id), which GitHub sends
+	// on every tag creation: the tagged commit, also for an annotated tag. Empty when the payload
+	// has none (a deletion); a release run's commit is HeadSHA, else After (migration 00075).
+	HeadSHA string `json:"head_sha,omitempty"`
 	Created bool   `json:"created"`
 	Deleted bool   `json:"deleted"`
 	Forced  bool   `json:"forced,omitempty"`

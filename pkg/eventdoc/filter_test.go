@@ -28,6 +28,7 @@ func TestFilterFixtures(t *testing.T) {
 		"ping":                                  "",
 		"push.branch":                           eventdoc.FilterBranchPush,
 		"push.tag_created":                      "",
+		"push.tag_created_annotated":            "",
 		"push.tag_deleted":                      eventdoc.FilterTagNotCreated,
 		"repository.archived":                   "",
 		"repository.deleted":                    "",

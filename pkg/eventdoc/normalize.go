@@ -87,12 +87,17 @@ type (
 		RepositorySelection string              `json:"repository_selection"`
 		Changes             *rawChanges         `json:"changes"`
 		// push
-		Ref     string  `json:"ref"`
-		Before  *string `json:"before"`
-		After   string  `json:"after"`
-		Created bool    `json:"created"`
-		Deleted bool    `json:"deleted"`
-		Forced  bool    `json:"forced"`
+		Ref    string  `json:"ref"`
+		Before *string `json:"before"`
+		After  string  `json:"after"`
+		// The commit at the ref's head: for an annotated tag, the tagged commit where after is
+		// the tag object.
+		HeadCommit *struct {
+			ID string `json:"id"`
+		} `json:"head_commit"`
+		Created bool `json:"created"`
+		Deleted bool `json:"deleted"`
+		Forced  bool `json:"forced"`
 
 		CheckRun        *rawCheckRun `json:"check_run"`
 		RequestedAction *struct {
@@ -278,6 +283,12 @@ func normalizePush(doc *Document, raw *rawPayload) error {
 		return fmt.Errorf("%w: push with invalid after SHA", ErrMalformed)
 	}
 	doc.Push = &Push{Ref: raw.Ref, Before: cut(*raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
+	if raw.HeadCommit != nil && raw.HeadCommit.ID != "" {
+		if !shaPattern.MatchString(raw.HeadCommit.ID) {
+			return fmt.Errorf("%w: push with invalid head_commit id", ErrMalformed)
+		}
+		doc.Push.HeadSHA = raw.HeadCommit.ID
+	}
 	return nil
 }
 

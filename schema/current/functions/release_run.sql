@@ -196,7 +196,9 @@ BEGIN
         RAISE EXCEPTION 'job % is not a push delivery of a repository', p_job_id USING ERRCODE = 'BR005';
     END IF;
     v_ref := i.payload -> 'push' ->> 'ref';
-    v_sha := i.payload -> 'push' ->> 'after';
+    -- The tagged commit: head_commit.id (stored as head_sha since 00075), which for an annotated
+    -- tag differs from after, the tag object; a document stored before has after only.
+    v_sha := coalesce(i.payload -> 'push' ->> 'head_sha', i.payload -> 'push' ->> 'after');
     -- A repository recorded under another installation (or not at all) gets no run: its
     -- installation_repositories change has not been applied yet, or the job is not what it seems.
     SELECT * INTO repo FROM public.repositories WHERE id = i.repository_id;
@@ -296,7 +298,9 @@ BEGIN
     -- all) gets none; of two jobs naming one tag at one commit only the first may create it.
     WITH push AS (
         SELECT t.n, t.job_id, t.traceparent, i.installation_id, i.repository_id,
-               i.payload -> 'push' ->> 'ref' AS ref, i.payload -> 'push' ->> 'after' AS sha
+               i.payload -> 'push' ->> 'ref' AS ref,
+               -- The tagged commit, not an annotated tag's object (00075).
+               coalesce(i.payload -> 'push' ->> 'head_sha', i.payload -> 'push' ->> 'after') AS sha
         FROM unnest(p_job_ids, p_traceparents) WITH ORDINALITY AS t(job_id, traceparent, n)
         JOIN public.control_plane_jobs j ON j.id = t.job_id
         JOIN public.webhook_inbox i ON i.id = j.inbox_id

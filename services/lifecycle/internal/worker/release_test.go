@@ -20,6 +20,8 @@ func TestPushRules(t *testing.T) {
 		wantRun bool
 	}{
 		{"release tag", nil, pushTag("v1.2.3", sha), true},
+		// git tag -a: after is the tag object, head_commit.id the commit the run releases (00075).
+		{"annotated release tag", nil, annotatedTag("v1.2.3", strings.Repeat("c", 40), sha), true},
 		{"branch push", nil, eventdoc.Document{Event: "push", InstallationID: installationID, Repository: repository(),
 			Push: &eventdoc.Push{Ref: "refs/heads/main", After: sha}}, false},
 		{"tag deleted", nil, eventdoc.Document{Event: "push", InstallationID: installationID, Repository: repository(),
@@ -383,5 +385,47 @@ func TestUnmatchedWorkflowRunIsRecordedAfterTheWindow(t *testing.T) {
 	}
 	if n := gaugeValues(t, reg, "boardreadyops_workflow_completions_unmatched_total")[""]; n != 1 {
 		t.Fatalf("boardreadyops_workflow_completions_unmatched_total %v, want 1 (foreign runs are not unmatched completions)", n)
+	}
+}
+
+// annotatedTag is the push of an annotated tag: after is the tag object, head_sha the tagged commit.
+func annotatedTag(tag, object, commit string) eventdoc.Document {
+	d := pushTag(tag, object)
+	d.Push.HeadSHA = commit
+	return d
+}
+
+// An annotated tag releases the commit it points to, not its tag object (migration 00075): the
+// run's commit and its check run's head_sha are head_commit.id, through the batch of several
+// pushes as alone. Re-creating the tag (git tag -a -f: a new tag object on the same commit) starts
+// nothing new.
+func TestAnnotatedTagReleasesItsCommit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	commit2 := strings.Repeat("d", 40)
+	b.deliver(annotatedTag("v1.0.0", strings.Repeat("a", 40), sha))
+	b.deliver(annotatedTag("v2.0.0", strings.Repeat("b", 40), commit2))
+	b.drain()
+	b.deliver(annotatedTag("v1.0.0", strings.Repeat("e", 40), sha)) // re-created on the same commit
+	b.drain()
+	rows, err := b.pool.Query(b.ctx, `SELECT r.ref, r.head_sha, o.payload ->> 'head_sha' FROM release_runs r
+		JOIN control_plane_outbox o ON o.release_run_id = r.id AND o.effect_type = 'github.check_run.create' ORDER BY r.ref`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for rows.Next() {
+		var ref, runSHA, checkSHA string
+		if err := rows.Scan(&ref, &runSHA, &checkSHA); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ref+" "+runSHA+" "+checkSHA)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"refs/tags/v1.0.0 " + sha + " " + sha, "refs/tags/v2.0.0 " + commit2 + " " + commit2}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("runs (ref, commit, check run's head_sha):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
