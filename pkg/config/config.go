@@ -1,6 +1,8 @@
 // Package config parses the configuration every service shares. Each setting is a flag whose
 // default comes from an environment variable (12-factor), so both `--database-url` and
-// DATABASE_URL work; flags win. Parsing happens once, in the service's Run.
+// DATABASE_URL work; flags win. A setting that may carry a secret (Env.Secret) reads its variable
+// after parsing instead, so that usage output never shows it. Parsing happens once, in the
+// service's Run.
 package config
 
 import (
@@ -20,6 +22,13 @@ type Env struct {
 	fs     *flag.FlagSet
 	getenv Getenv
 	errs   []error
+	// secrets maps the flags registered by Secret to their variables, read after parsing.
+	secrets map[string]secret
+}
+
+type secret struct {
+	p   *string
+	env string
 }
 
 // NewEnv binds flag registration to fs and environment lookup to getenv.
@@ -31,6 +40,18 @@ func (e *Env) String(p *string, name, env, def, usage string) {
 		def = v
 	}
 	e.fs.StringVar(p, name, def, usage+" (env "+env+")")
+}
+
+// Secret registers a string setting that may carry a secret, such as DATABASE_URL's password.
+// String would make the variable's value the flag's default, and Go's flag package prints
+// defaults on -h and on every unknown flag, to stderr: the container's log. So the flag's default
+// is empty and Parse reads the variable when the flag is not given (given, even empty, it wins).
+func (e *Env) Secret(p *string, name, env, usage string) {
+	e.fs.StringVar(p, name, "", usage+" (env "+env+")")
+	if e.secrets == nil {
+		e.secrets = map[string]secret{}
+	}
+	e.secrets[name] = secret{p: p, env: env}
 }
 
 // Int registers an integer setting.
@@ -77,29 +98,70 @@ func (e *Env) Parse(args []string) error {
 	if err := e.fs.Parse(args); err != nil {
 		e.errs = append(e.errs, err)
 	}
+	given := map[string]bool{}
+	e.fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, s := range e.secrets {
+		if !given[name] {
+			*s.p = e.getenv(s.env)
+		}
+	}
 	return errors.Join(e.errs...)
 }
 
-// Common is the configuration every long-running service shares.
-type Common struct {
-	DatabaseURL string
+// Process is the configuration every process shares, the operator's included: its operational
+// endpoints, its logs and its shutdown. Its checks are shared too, so that no process quietly
+// runs with a value another refuses (daemon.NewLogger would log at info, or as JSON).
+type Process struct {
 	MetricsAddr string
 	LogLevel    string
 	LogFormat   string
-	DBMaxConns  int
 	// ShutdownTimeout bounds graceful shutdown after SIGTERM.
 	ShutdownTimeout time.Duration
 }
 
+// Register adds the process settings to e.
+func (p *Process) Register(e *Env) {
+	e.String(&p.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "address serving /healthz, /readyz and /metrics")
+	e.String(&p.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	e.String(&p.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
+	e.Duration(&p.ShutdownTimeout, "shutdown-timeout", "BOARDREADYOPS_SHUTDOWN_TIMEOUT", 25*time.Second,
+		"how long graceful shutdown may take after SIGTERM")
+}
+
+// Validate checks the process settings.
+func (p *Process) Validate() error {
+	var errs []error
+	if p.MetricsAddr == "" {
+		errs = append(errs, errors.New("METRICS_ADDR must not be empty"))
+	}
+	switch p.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", p.LogLevel))
+	}
+	switch p.LogFormat {
+	case "json", "text":
+	default:
+		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: want json or text", p.LogFormat))
+	}
+	if p.ShutdownTimeout <= 0 {
+		errs = append(errs, errors.New("BOARDREADYOPS_SHUTDOWN_TIMEOUT must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// Common is the configuration every long-running service with a database shares.
+type Common struct {
+	DatabaseURL string
+	DBMaxConns  int
+	Process
+}
+
 // Register adds the common settings to e.
 func (c *Common) Register(e *Env) {
-	e.String(&c.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL connection URL")
-	e.String(&c.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "address serving /healthz, /readyz and /metrics")
-	e.String(&c.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	e.String(&c.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
+	e.Secret(&c.DatabaseURL, "database-url", "DATABASE_URL", "PostgreSQL connection URL")
 	e.Int(&c.DBMaxConns, "db-max-conns", "BOARDREADYOPS_DB_MAX_CONNS", 10, "maximum PostgreSQL connections of this process")
-	e.Duration(&c.ShutdownTimeout, "shutdown-timeout", "BOARDREADYOPS_SHUTDOWN_TIMEOUT", 25*time.Second,
-		"how long graceful shutdown may take after SIGTERM")
+	c.Process.Register(e)
 }
 
 // Validate checks the common settings.
@@ -108,24 +170,8 @@ func (c *Common) Validate() error {
 	if c.DatabaseURL == "" {
 		errs = append(errs, errors.New("DATABASE_URL (or --database-url) is required"))
 	}
-	if c.MetricsAddr == "" {
-		errs = append(errs, errors.New("METRICS_ADDR must not be empty"))
-	}
-	switch c.LogLevel {
-	case "debug", "info", "warn", "error":
-	default:
-		errs = append(errs, fmt.Errorf("LOG_LEVEL %q: want debug, info, warn or error", c.LogLevel))
-	}
-	switch c.LogFormat {
-	case "json", "text":
-	default:
-		errs = append(errs, fmt.Errorf("LOG_FORMAT %q: want json or text", c.LogFormat))
-	}
 	if c.DBMaxConns < 1 || c.DBMaxConns > 1000 {
 		errs = append(errs, fmt.Errorf("BOARDREADYOPS_DB_MAX_CONNS %d: want 1 to 1000", c.DBMaxConns))
 	}
-	if c.ShutdownTimeout <= 0 {
-		errs = append(errs, errors.New("BOARDREADYOPS_SHUTDOWN_TIMEOUT must be positive"))
-	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.Process.Validate())...)
 }

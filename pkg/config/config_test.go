@@ -12,6 +12,7 @@ import (
 
 func TestCommon(t *testing.T) {
 	t.Parallel()
+	defaults := config.Process{MetricsAddr: ":9090", LogLevel: "info", LogFormat: "json", ShutdownTimeout: 25 * time.Second}
 	tests := []struct {
 		name    string
 		env     map[string]string
@@ -22,13 +23,22 @@ func TestCommon(t *testing.T) {
 		{
 			name: "defaults with database from env",
 			env:  map[string]string{"DATABASE_URL": "postgres://x/y"},
-			want: config.Common{DatabaseURL: "postgres://x/y", MetricsAddr: ":9090", LogLevel: "info", LogFormat: "json", DBMaxConns: 10, ShutdownTimeout: 25 * time.Second},
+			want: config.Common{DatabaseURL: "postgres://x/y", DBMaxConns: 10, Process: defaults},
 		},
 		{
 			name: "flags win over env",
 			env:  map[string]string{"DATABASE_URL": "postgres://env/db", "METRICS_ADDR": ":1"},
 			args: []string{"--database-url", "postgres://flag/db", "--metrics-addr", ":2", "--db-max-conns", "4"},
-			want: config.Common{DatabaseURL: "postgres://flag/db", MetricsAddr: ":2", LogLevel: "info", LogFormat: "json", DBMaxConns: 4, ShutdownTimeout: 25 * time.Second},
+			want: config.Common{DatabaseURL: "postgres://flag/db", DBMaxConns: 4,
+				Process: config.Process{MetricsAddr: ":2", LogLevel: "info", LogFormat: "json", ShutdownTimeout: 25 * time.Second}},
+		},
+		{
+			// DATABASE_URL is read after parsing (usage output must not show it): a flag still
+			// wins, even an empty one.
+			name:    "an empty flag wins over env",
+			env:     map[string]string{"DATABASE_URL": "postgres://env/db"},
+			args:    []string{"--database-url", ""},
+			wantErr: "DATABASE_URL (or --database-url) is required",
 		},
 		{
 			name:    "every malformed value is reported",

@@ -56,7 +56,9 @@ func MainGC(name string, gc GC, fn RunFunc) int {
 // ErrUsage reports a command line or configuration the user must fix; Main exits with code 2.
 var ErrUsage = errors.New("usage error")
 
-// NewLogger builds the process logger: JSON (default) or text, on w, at level.
+// NewLogger builds the process logger: JSON (default) or text, on w, at level. It does not check
+// them: an unknown level logs at info, an unknown format as JSON, so every process first checks
+// them with config.Process.Validate.
 func NewLogger(w io.Writer, level, format, service string) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(level))

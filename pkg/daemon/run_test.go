@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,5 +130,36 @@ func TestStartRequiresAName(t *testing.T) {
 	t.Parallel()
 	if _, err := daemon.Start(context.Background(), daemon.StartConfig{}); err == nil {
 		t.Fatal("a base without a name was started")
+	}
+}
+
+// Usage output never shows the database URL, whose password a deployment passes in DATABASE_URL:
+// Go's flag package prints a flag's default on -h and on any unknown flag, to stderr, which is
+// the container's log (README: secrets are never logged).
+func TestRunUsageHidesTheDatabaseURL(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://u:s3cret@h/db"}
+	for _, tt := range []struct {
+		args    []string
+		wantErr error
+	}{
+		{[]string{"--bogus"}, daemon.ErrUsage},
+		{[]string{"-h"}, nil},
+	} {
+		t.Run(tt.args[0], func(t *testing.T) {
+			t.Parallel()
+			var logs syncBuffer
+			err := daemon.Run(context.Background(), daemon.Spec{Name: "test"}, tt.args, func(k string) string { return env[k] }, &logs)
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("error %v, want %v", err, tt.wantErr)
+			}
+			out := logs.b.String()
+			if !strings.Contains(out, "-database-url") {
+				t.Fatalf("no usage printed:\n%s", out)
+			}
+			if strings.Contains(out, "s3cret") {
+				t.Errorf("usage shows the database password:\n%s", out)
+			}
+		})
 	}
 }

@@ -58,12 +58,17 @@ func newRoot(g *globals, getenv config.Getenv) *cobra.Command {
 			if g.output != "table" && g.output != "json" {
 				return usageError{fmt.Errorf("--output %q: want table or json", g.output)}
 			}
+			if !cmd.Flags().Changed("database-url") {
+				g.databaseURL = getenv("DATABASE_URL")
+			}
 			return nil
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", getenv("DATABASE_URL"),
-		"PostgreSQL connection URL (env DATABASE_URL)")
+	// No default from DATABASE_URL: help prints defaults, and the URL carries the password. The
+	// variable is read before the command runs, when the flag is not given (given, even empty,
+	// it wins).
+	root.PersistentFlags().StringVar(&g.databaseURL, "database-url", "", "PostgreSQL connection URL (env DATABASE_URL)")
 	root.PersistentFlags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
 	root.AddCommand(newMigrateCmd(g), newOutboxCmd(g), newJobsCmd(g), newRunsCmd(g), newStatsCmd(g), newReconcileCmd(g), newWebhooksCmd(g), newRestoreCmd(g), newRetentionCmd(g), newDispatchCmd(g), newReposCmd(g))
 	return root
