@@ -217,7 +217,16 @@ func envOr(getenv func(string) string, k, def string) string {
 	return def
 }
 
-func envInt(getenv func(string) string, k string) int64 {
-	v, _ := strconv.ParseInt(getenv(k), 10, 64)
-	return v
+// envInt reads the integer variable k: 0 when unset, an error naming k when it is not an integer
+// (read as 0, it would only be reported as unset).
+func envInt(getenv func(string) string, k string) (int64, error) {
+	v := getenv(k)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s=%q: not an integer", k, v)
+	}
+	return n, nil
 }

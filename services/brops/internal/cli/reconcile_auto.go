@@ -18,11 +18,26 @@ import (
 	"github.com/boardreadyops/cloud/pkg/reconciliation"
 )
 
-// githubFlags registers the App's credentials, read-only use (inspect, auto).
+// githubFlags registers the App's credentials on cmd (reconcile inspect and auto, webhooks
+// redeliver), with defaults from the environment. A malformed BOARDREADYOPS_GITHUB_APP_ID fails
+// cmd before it runs, unless --github-app-id is given: the flag wins.
 func (g *globals) githubFlags(cmd *cobra.Command, apiURL *string, appID *int64, keyFile *string) {
+	id, idErr := envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID")
 	cmd.Flags().StringVar(apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
-	cmd.Flags().Int64Var(appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
+	cmd.Flags().Int64Var(appID, "github-app-id", id, "GitHub App id")
 	cmd.Flags().StringVar(keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
+	if idErr != nil {
+		next := cmd.PreRunE
+		cmd.PreRunE = func(c *cobra.Command, args []string) error {
+			if !c.Flags().Changed("github-app-id") {
+				return usageError{idErr}
+			}
+			if next != nil {
+				return next(c, args)
+			}
+			return nil
+		}
+	}
 }
 
 func (g *globals) github(apiURL string, appID int64, keyFile, what string) (*githubapp.Client, error) {

@@ -176,3 +176,25 @@ func TestReconcileAutoResolvesOnlyOneExactMatch(t *testing.T) {
 		t.Fatalf("without GitHub credentials: %d %s", code, errOut)
 	}
 }
+
+// A malformed BOARDREADYOPS_GITHUB_APP_ID is reported as such by every command that asks GitHub,
+// before it does anything, not read as unset ("set BOARDREADYOPS_GITHUB_APP_ID"); the flag, when
+// given, wins over it.
+func TestMalformedAppID(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://u@127.0.0.1:1/db?connect_timeout=5", "BOARDREADYOPS_OPERATOR": "alice",
+		"BOARDREADYOPS_GITHUB_APP_ID": "12a", "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE": filepath.Join(t.TempDir(), "absent.pem")}
+	for _, args := range [][]string{{"reconcile", "inspect", "1"}, {"reconcile", "auto"}, {"webhooks", "redeliver"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			t.Parallel()
+			code, out, errOut := run(t, env, args...)
+			if code != 2 || !strings.Contains(errOut, `BOARDREADYOPS_GITHUB_APP_ID="12a": not an integer`) {
+				t.Errorf("exit %d (%s %s), want 2 and the variable's problem", code, out, errOut)
+			}
+			code, out, errOut = run(t, env, append(args, "--github-app-id", "7")...)
+			if code != 1 || strings.Contains(errOut, "BOARDREADYOPS_GITHUB_APP_ID") {
+				t.Errorf("with --github-app-id: exit %d (%s %s), want 1 for the absent key or database", code, out, errOut)
+			}
+		})
+	}
+}

@@ -288,9 +288,7 @@ what it read and exits 1: the window's oldest deliveries were not looked at.`,
 	redeliver.Flags().IntVar(&maxRequests, "max-requests", 500, "request at most this many redeliveries per run")
 	redeliver.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redelivered, request nothing")
 	redeliver.Flags().BoolVar(&includeDelivered, "include-delivered", false, "also GUIDs delivered successfully but missing from the inbox (after a restore)")
-	redeliver.Flags().StringVar(&apiURL, "github-api-url", envOr(g.getenv, "BOARDREADYOPS_GITHUB_API_URL", "https://api.github.com/"), "GitHub REST API base URL")
-	redeliver.Flags().Int64Var(&appID, "github-app-id", envInt(g.getenv, "BOARDREADYOPS_GITHUB_APP_ID"), "GitHub App id")
-	redeliver.Flags().StringVar(&keyFile, "github-private-key-file", g.getenv("BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE"), "GitHub App private key file")
+	g.githubFlags(redeliver, &apiURL, &appID, &keyFile)
 	cmd.AddCommand(redeliver)
 	return cmd
 }
