@@ -67,6 +67,14 @@ func (c *Config) validate() error {
 	if w.MaxBackoff < time.Second {
 		errs = append(errs, errors.New("BOARDREADYOPS_JOB_MAX_BACKOFF must be at least 1s"))
 	}
+	// The worker reads 0 as its default and refuses a smaller value only once connected, naming
+	// its own fields; the README documents no 0 for either, so 0 is refused here too, by name.
+	if w.StaleAfter < time.Minute {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RELEASE_RUN_STALE_AFTER %v: want at least 1m", w.StaleAfter))
+	}
+	if w.ReadBackAfter < 5*time.Minute {
+		errs = append(errs, fmt.Errorf("BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER %v: want at least 5m", w.ReadBackAfter))
+	}
 	if c.AppID < 0 {
 		errs = append(errs, errors.New("BOARDREADYOPS_GITHUB_APP_ID must not be negative"))
 	}

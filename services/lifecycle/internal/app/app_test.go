@@ -49,3 +49,42 @@ func TestRetentionSettings(t *testing.T) {
 		}
 	}
 }
+
+// The release-run thresholds are checked at startup, before the database, under their variables'
+// names (the worker would default a 0 and refuse a small value only once connected). The README
+// documents no 0 for either, so 0 is refused as well.
+func TestReleaseRunThresholds(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		env      map[string]string
+		wantErr  string
+		stale    time.Duration
+		readBack time.Duration
+	}{
+		{nil, "", time.Hour, 30 * time.Minute},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_STALE_AFTER": "1m", "BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER": "5m"}, "", time.Minute, 5 * time.Minute},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_STALE_AFTER": "59s"}, "BOARDREADYOPS_RELEASE_RUN_STALE_AFTER 59s: want at least 1m", 0, 0},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_STALE_AFTER": "0"}, "BOARDREADYOPS_RELEASE_RUN_STALE_AFTER 0s: want at least 1m", 0, 0},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER": "4m"}, "BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER 4m0s: want at least 5m", 0, 0},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER": "0"}, "BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER 0s: want at least 5m", 0, 0},
+		{map[string]string{"BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER": "-1h"}, "BOARDREADYOPS_RELEASE_RUN_READ_BACK_AFTER -1h0m0s: want at least 5m", 0, 0},
+	}
+	for _, tt := range tests {
+		var c Config
+		e := config.NewEnv(flag.NewFlagSet("lifecycle", flag.ContinueOnError), func(k string) string { return tt.env[k] })
+		c.register(e)
+		if err := e.Parse(nil); err != nil {
+			t.Fatal(err)
+		}
+		err := c.validate()
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%v: %v, want an error containing %q", tt.env, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || c.Worker.StaleAfter != tt.stale || c.Worker.ReadBackAfter != tt.readBack {
+			t.Errorf("%v: stale after %v, read back after %v, %v", tt.env, c.Worker.StaleAfter, c.Worker.ReadBackAfter, err)
+		}
+	}
+}
