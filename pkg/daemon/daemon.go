@@ -99,6 +99,8 @@ type Base struct {
 	// Getenv is the environment the service was configured from (OTEL_* for tracing).
 	Getenv config.Getenv
 	common config.Common
+	// readiness is the readiness check behind /readyz, which also sets boardreadyops_ready.
+	readiness *readiness
 }
 
 // StartConfig is what Start builds a service's base from.
@@ -156,18 +158,24 @@ func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 		}
 		return nil
 	}
-	ops, err := opsserver.New(cfg.Common.MetricsAddr, reg, ready, logger)
+	rd := newReadiness(reg, ready, logger)
+	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	_ = rd.check(rctx) // the gauge is current from the first scrape
+	cancel()
+	ops, err := opsserver.New(cfg.Common.MetricsAddr, reg, rd.check, logger)
 	if err != nil {
 		pool.Close()
 		_ = traces.Shutdown(context.Background())
 		return nil, err
 	}
 	return &Base{Name: cfg.Name, Logger: logger, Pool: pool, Traces: traces, Registry: reg, Ops: ops, Getenv: cfg.Getenv,
-		common: cfg.Common}, nil
+		common: cfg.Common, readiness: rd}, nil
 }
 
-// ServeOps serves the operational endpoints until ctx ends.
+// ServeOps serves the operational endpoints until ctx ends, and checks readiness every
+// readyInterval meanwhile (boardreadyops_ready), whether or not anything probes /readyz.
 func (b *Base) ServeOps(ctx context.Context) error {
+	go b.readiness.watch(ctx, readyInterval)
 	return b.Ops.Serve(ctx, b.common.ShutdownTimeout)
 }
 

@@ -294,12 +294,23 @@ func TestMonitoringLive(t *testing.T) {
 		prod.exec(t, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '`+prod.dispatcherLogin+`'`)
 		eventually(t, 90*time.Second, name+" firing", func() bool { return len(firing(t, prom, name)) == 1 })
 		waitNotified(t, hook, name, "firing")
+		// Its readiness check fails too: no replica of the job is ready.
+		eventually(t, 60*time.Second, "BoardReadyOpsNotReady firing for the dispatcher", func() bool {
+			for _, a := range firing(t, prom, "BoardReadyOpsNotReady") {
+				if a.Labels["job"] == "brops-outbox-dispatcher" {
+					return true
+				}
+			}
+			return false
+		})
 		if n := len(firing(t, prom, "BoardReadyOpsDispatcherDown")); n != 0 {
 			t.Errorf("BoardReadyOpsDispatcherDown firing for a dispatcher that answers its scrapes")
 		}
 		prod.exec(t, `ALTER ROLE `+login+` LOGIN`)
 		eventually(t, 90*time.Second, name+" resolved", func() bool { return len(firing(t, prom, name)) == 0 })
 		requireNotified(t, hook, name, true)
+		eventually(t, 60*time.Second, "BoardReadyOpsNotReady resolved", func() bool { return len(firing(t, prom, "BoardReadyOpsNotReady")) == 0 })
+		requireNotified(t, hook, "BoardReadyOpsNotReady", true)
 		// It delivers again without a restart.
 		done := prod.count(t, `SELECT count(*) FROM control_plane_outbox WHERE status = 'completed'`)
 		eventually(t, 60*time.Second, "deliveries with the database back", func() bool {

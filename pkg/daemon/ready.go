@@ -1,0 +1,86 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// readyInterval is how often a service checks its own readiness, besides every /readyz.
+const readyInterval = 5 * time.Second
+
+// readyTimeout bounds one background check, as opsserver bounds one /readyz.
+const readyTimeout = 2 * time.Second
+
+// readiness runs a service's readiness check and exports its outcome as boardreadyops_ready.
+//
+// A replica that is not ready leaves its Service's endpoints: when none of ingest's replicas is
+// ready (its database unreachable, read-only after a failover, or older than the binary), GitHub's
+// deliveries fail at the ingress, ingest counts nothing, and GitHub does not retry them. Only this
+// gauge (BoardReadyOpsNotReady) tells. It is checked in the background too, so that it is current
+// without a kubelet probing (a replica outside Kubernetes, or one whose probe is off).
+type readiness struct {
+	ready  func(context.Context) error
+	gauge  prometheus.Gauge
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	known   bool
+	wasErr  bool
+	lastErr string
+}
+
+func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, logger *slog.Logger) *readiness {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "boardreadyops_ready",
+		Help: "1 when the replica's last readiness check passed (database reachable, writable and migrated, and the service's own checks), 0 when it failed; checked every 5 s and on every /readyz.",
+	})
+	reg.MustRegister(g)
+	return &readiness{ready: ready, gauge: g, logger: logger}
+}
+
+// check runs the readiness check once, sets the gauge and logs a change of state (once, not on
+// every probe).
+func (r *readiness) check(ctx context.Context) error {
+	err := r.ready(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
+		return err // the caller went away (a probe's connection closed, shutdown): nothing learned
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case err != nil:
+		r.gauge.Set(0)
+		if !r.known || !r.wasErr || r.lastErr != err.Error() {
+			r.logger.Warn("not ready", "error", err)
+		}
+		r.lastErr = err.Error()
+	case r.known && r.wasErr:
+		r.gauge.Set(1)
+		r.logger.Info("ready again")
+	default:
+		r.gauge.Set(1)
+	}
+	r.known, r.wasErr = true, err != nil
+	return err
+}
+
+// watch checks readiness every interval until ctx ends, starting at once.
+func (r *readiness) watch(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		cctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		_ = r.check(cctx)
+		cancel()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
