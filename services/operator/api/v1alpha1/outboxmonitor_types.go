@@ -14,7 +14,7 @@ const (
 	// its threshold for the whole window, counting only time in which the workers were healthy.
 	ConditionOldestAvailableAge = "OldestAvailableAgeSustained"
 	// ConditionThroughput is True while completed effects per second have stayed above the
-	// threshold for the whole window.
+	// threshold for the whole window, counting only time in which the workers were healthy.
 	ConditionThroughput = "ThroughputSustained"
 	// ConditionWorkersHealthy is True while every desired dispatcher replica is available.
 	ConditionWorkersHealthy = "WorkersHealthy"
@@ -96,7 +96,9 @@ type PrometheusSource struct {
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
 	URL string `json:"url"`
 	// Selector is the PromQL label matchers that select this dispatcher's series, without braces,
-	// e.g. namespace="boardreadyops",service="brops-boardreadyops-outbox-dispatcher-metrics".
+	// e.g. namespace="boardreadyops",job="brops-boardreadyops-outbox-dispatcher-metrics": the
+	// chart's ServiceMonitor leaves the metrics Service's name in job and sets service to the
+	// pod's component (outbox-dispatcher, the same for every release in the namespace).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	Selector string `json:"selector"`
@@ -125,7 +127,7 @@ type Triggers struct {
 	OldestAvailableAge AgeTrigger `json:"oldestAvailableAge,omitempty"`
 
 	// Throughput fires when completed effects per second stay above the threshold (500) for the
-	// window (15m).
+	// window (15m) while the workers are healthy.
 	// +kubebuilder:default={}
 	// +optional
 	Throughput ThroughputTrigger `json:"throughput,omitempty"`
@@ -166,7 +168,7 @@ type ClaimLatencyTrigger struct {
 
 	// Window is how long the latency must stay above the threshold before the trigger fires.
 	// +kubebuilder:default="5m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window must be above 0 and at most 24h"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 }
@@ -183,7 +185,7 @@ type AgeTrigger struct {
 	// Window is how long the age must stay above the threshold, with healthy workers, before
 	// the trigger fires. A period with unhealthy workers restarts the window.
 	// +kubebuilder:default="5m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window must be above 0 and at most 24h"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 }
@@ -198,9 +200,11 @@ type ThroughputTrigger struct {
 	// +optional
 	EffectsPerSecond int32 `json:"effectsPerSecond,omitempty"`
 
-	// Window is how long the rate must stay above the threshold before the trigger fires.
+	// Window is how long the rate must stay above the threshold, with healthy workers, before
+	// the trigger fires. A period with unhealthy workers (which complete nothing while they
+	// cannot reach the database) restarts the window and never clears a fired trigger.
 	// +kubebuilder:default="15m"
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="window must be between 0s and 24h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window must be above 0 and at most 24h"
 	// +optional
 	Window *metav1.Duration `json:"window,omitempty"`
 }

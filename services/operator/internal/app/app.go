@@ -30,26 +30,22 @@ import (
 
 // Settings are the operator's configuration.
 type Settings struct {
-	MetricsAddr    string
-	LogLevel       string
-	LogFormat      string
-	Namespace      string
-	LeaderElect    bool
-	LeaderElectNS  string
-	ScrapeTimeout  time.Duration
-	ShutdownPeriod time.Duration
+	// Process holds what every service shares (metrics address, logging, shutdown timeout), so
+	// that the operator checks it as the others do.
+	config.Process
+	Namespace     string
+	LeaderElect   bool
+	LeaderElectNS string
+	ScrapeTimeout time.Duration
 }
 
 func (s *Settings) register(e *config.Env, getenv config.Getenv) {
-	e.String(&s.MetricsAddr, "metrics-addr", "METRICS_ADDR", ":9090", "address serving /healthz, /readyz and /metrics")
-	e.String(&s.LogLevel, "log-level", "LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	e.String(&s.LogFormat, "log-format", "LOG_FORMAT", "json", "log format: json or text")
+	s.Process.Register(e)
 	e.String(&s.Namespace, "namespace", "WATCH_NAMESPACE", getenv("POD_NAMESPACE"),
 		"namespace whose OutboxMonitors are reconciled (default: the pod's namespace, POD_NAMESPACE)")
 	e.Bool(&s.LeaderElect, "leader-elect", "BOARDREADYOPS_LEADER_ELECT", true, "elect a leader so that only one replica reconciles")
 	e.Duration(&s.ScrapeTimeout, "scrape-timeout", "BOARDREADYOPS_SCRAPE_TIMEOUT", 10*time.Second,
 		"bound on one pod's metrics scrape (also at most half the monitor's interval)")
-	e.Duration(&s.ShutdownPeriod, "shutdown-timeout", "BOARDREADYOPS_SHUTDOWN_TIMEOUT", 25*time.Second, "how long graceful shutdown may take after SIGTERM")
 }
 
 func (s *Settings) validate() error {
@@ -57,13 +53,10 @@ func (s *Settings) validate() error {
 	if s.Namespace == "" {
 		errs = append(errs, errors.New("WATCH_NAMESPACE (or POD_NAMESPACE, or --namespace) is required: the operator's permissions are namespaced"))
 	}
-	if s.MetricsAddr == "" {
-		errs = append(errs, errors.New("METRICS_ADDR must not be empty"))
-	}
 	if s.ScrapeTimeout <= 0 {
 		errs = append(errs, errors.New("BOARDREADYOPS_SCRAPE_TIMEOUT must be positive"))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, s.Process.Validate())...)
 }
 
 // Run runs the operator until ctx ends; `operator evaluate …` runs the local mode instead.
@@ -130,7 +123,7 @@ func RunManager(ctx context.Context, cfg *rest.Config, s Settings, logger *slog.
 		LeaderElectionID:              "boardreadyops-operator.boardreadyops.io",
 		LeaderElectionNamespace:       s.Namespace,
 		LeaderElectionReleaseOnCancel: true,
-		GracefulShutdownTimeout:       &s.ShutdownPeriod,
+		GracefulShutdownTimeout:       &s.ShutdownTimeout,
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

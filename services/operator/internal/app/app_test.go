@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/boardreadyops/cloud/pkg/config"
 	"github.com/boardreadyops/cloud/pkg/daemon"
 	"github.com/boardreadyops/cloud/pkg/testkit/envtestassets"
 	"github.com/boardreadyops/cloud/pkg/testkit/freeport"
@@ -74,7 +75,9 @@ func freeAddr(t testing.TB) string {
 
 // TestRunManager runs the real manager (leader election, cache, controller loop, metrics and
 // probe endpoints) against the API server and a monitor whose deployment does not exist: the
-// controller must elect itself, report readiness and write the monitor's status on its own.
+// controller must elect itself, report readiness and write the monitor's status on its own. It
+// runs as the operator's ServiceAccount with the chart's Role (asOperator), so that it also shows
+// that the Role, its Lease rules limited to the leader election Lease's name included, suffices.
 func TestRunManager(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -99,6 +102,7 @@ func TestRunManager(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	opCfg := asOperator(t, ctx, c, ns.Name)
 	addr := freeAddr(t)
 	done := make(chan error, 1)
 	logs := &syncWriter{w: &bytes.Buffer{}}
@@ -108,8 +112,8 @@ func TestRunManager(t *testing.T) {
 		}
 	}()
 	go func() {
-		done <- RunManager(ctx, testCfg, Settings{MetricsAddr: addr, Namespace: ns.Name, LeaderElect: true,
-			ScrapeTimeout: time.Second, ShutdownPeriod: 5 * time.Second}, slog.New(slog.NewTextHandler(logs, nil)))
+		done <- RunManager(ctx, opCfg, Settings{Process: config.Process{MetricsAddr: addr, ShutdownTimeout: 5 * time.Second},
+			Namespace: ns.Name, LeaderElect: true, ScrapeTimeout: time.Second}, slog.New(slog.NewTextHandler(logs, nil)))
 	}()
 
 	waitFor(t, 60*time.Second, "readyz 200", func() bool {
@@ -153,6 +157,7 @@ func TestRunManager(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("manager did not stop after cancel")
 	}
+	checkLeaseReleased(t, c, ns.Name)
 }
 
 func TestRunRejectsConfigurationWithoutNamespace(t *testing.T) {
@@ -161,6 +166,38 @@ func TestRunRejectsConfigurationWithoutNamespace(t *testing.T) {
 	err := Run(context.Background(), nil, func(string) string { return "" }, &stderr)
 	if !errors.Is(err, daemon.ErrUsage) || !strings.Contains(stderr.String(), "WATCH_NAMESPACE") {
 		t.Fatalf("Run = %v, stderr %q", err, stderr.String())
+	}
+}
+
+// The operator refuses the logging and shutdown settings the other services refuse, before it
+// looks for Kubernetes, instead of logging at info, as JSON, or stopping at once. The context is
+// cancelled, so that a Run that gets as far as the manager (a kubeconfig at hand) stops at once.
+func TestRunRejectsWhatTheServicesReject(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		env     map[string]string
+		wantErr string
+	}{
+		{map[string]string{"LOG_LEVEL": "loud"}, `LOG_LEVEL "loud"`},
+		{map[string]string{"LOG_FORMAT": "xml"}, `LOG_FORMAT "xml"`},
+		{map[string]string{"BOARDREADYOPS_SHUTDOWN_TIMEOUT": "0s"}, "BOARDREADYOPS_SHUTDOWN_TIMEOUT must be positive"},
+		{map[string]string{"LOG_LEVEL": "loud", "LOG_FORMAT": "xml", "BOARDREADYOPS_SHUTDOWN_TIMEOUT": "-1s"},
+			"LOG_LEVEL \"loud\": want debug, info, warn or error\nLOG_FORMAT \"xml\": want json or text\nBOARDREADYOPS_SHUTDOWN_TIMEOUT must be positive"},
+	} {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			t.Parallel()
+			env := map[string]string{"WATCH_NAMESPACE": "boardreadyops"}
+			for k, v := range tt.env {
+				env[k] = v
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			var stderr bytes.Buffer
+			err := Run(ctx, nil, func(k string) string { return env[k] }, &stderr)
+			if !errors.Is(err, daemon.ErrUsage) || !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Fatalf("Run = %v, stderr %q; want a usage error naming %q", err, stderr.String(), tt.wantErr)
+			}
+		})
 	}
 }
 

@@ -63,8 +63,9 @@ func DefaultSettings() Settings {
 }
 
 // SettingsFromSpec resolves a monitor's spec as the API server stored it (with the CRD defaults
-// filled in). A zero threshold, window or percentile, which the schema does not admit, falls back
-// to DefaultSettings.
+// filled in). The schema refuses a zero threshold, window or percentile and fills in an omitted
+// one, so only a spec that never went through the API server (or was stored before the schema
+// refused zero windows) has one; it falls back to DefaultSettings.
 func SettingsFromSpec(spec v1alpha1.OutboxMonitorSpec) Settings {
 	s := DefaultSettings()
 	tr := spec.Triggers
@@ -117,8 +118,11 @@ type Result struct {
 	Transitions    [numTriggers]trigger.Transition
 }
 
-// Evaluate folds one scrape round into the triggers. The age trigger only counts intervals in
-// which the workers were healthy; an unhealthy interval restarts its window.
+// Evaluate folds one scrape round into the triggers. The age and throughput triggers only count
+// intervals in which the workers were healthy; an unhealthy interval restarts their windows and
+// never clears them. Unhealthy dispatchers (their readiness fails while they cannot reach the
+// database) still serve their metrics: a growing age then measures the outage, not the queue,
+// and a throughput of zero is no measure of the load, and must not clear a fired trigger.
 func (e *Evaluator) Evaluate(s Settings, now time.Time, samples map[string]scrape.Sample, alive map[string]bool, workersHealthy bool) Result {
 	return e.EvaluateSignals(s, e.agg.Update(now, samples, alive, s.Quantile), workersHealthy)
 }
@@ -132,7 +136,7 @@ func (e *Evaluator) EvaluateSignals(s Settings, sig scrape.Signals, workersHealt
 	r := Result{Signals: sig, WorkersHealthy: workersHealthy}
 	r.Transitions[ClaimLatency] = e.States[ClaimLatency].Observe(s.Rules[ClaimLatency], obs(sig.ClaimLatency, sig.ClaimLatencyValid))
 	r.Transitions[OldestAvailableAge] = e.States[OldestAvailableAge].Observe(s.Rules[OldestAvailableAge], obs(sig.OldestAge, sig.OldestAgeValid && workersHealthy))
-	r.Transitions[Throughput] = e.States[Throughput].Observe(s.Rules[Throughput], obs(sig.Throughput, sig.ThroughputValid))
+	r.Transitions[Throughput] = e.States[Throughput].Observe(s.Rules[Throughput], obs(sig.Throughput, sig.ThroughputValid && workersHealthy))
 	return r
 }
 
@@ -158,7 +162,7 @@ func Describe(t Trigger, s Settings, st trigger.State) string {
 	case OldestAvailableAge:
 		rule = fmt.Sprintf("oldest available effect age above %s for %s while workers are healthy", seconds(r.Threshold), r.Window)
 	case Throughput:
-		rule = fmt.Sprintf("throughput above %.0f effects/s for %s", r.Threshold, r.Window)
+		rule = fmt.Sprintf("throughput above %.0f effects/s for %s while workers are healthy", r.Threshold, r.Window)
 	}
 	observed := "no valid observation in the latest interval"
 	if st.LastValid {

@@ -73,6 +73,19 @@ func TestEvaluatorOverSyntheticSeries(t *testing.T) {
 				repeat(round{claims: 1, age: 45, healthy: true}, 6)...),
 			want: ".........F.", // the unhealthy interval ends at minute 4; intervals 5..9 are 5 healthy minutes
 		},
+		{
+			// Dispatchers that cannot reach the database fail their readiness and complete nothing,
+			// but still serve their metrics: a throughput of 0 then is no measure of the load.
+			name: "unhealthy workers do not clear a fired throughput trigger", trigger: Throughput,
+			rounds: append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 16), repeat(round{}, 8)...),
+			want:   "...............F........", // healthy, the 5-minute clear window would end at round 20
+		},
+		{
+			name: "unhealthy workers restart the throughput window", trigger: Throughput,
+			rounds: append(append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 10), round{claims: 100, completed: 600 * 60}),
+				repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 16)...),
+			want: ".........................F.", // intervals 11..25 are the 15 healthy minutes after the unhealthy one
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

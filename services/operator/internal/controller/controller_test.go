@@ -252,8 +252,10 @@ func TestReconcilerReportsTriggersAsFiguresChange(t *testing.T) {
 	if c := cond(got, v1alpha1.ConditionWorkersHealthy); c.Status != metav1.ConditionFalse || c.Reason != "ReplicasUnavailable" {
 		t.Fatalf("workers condition %+v", c)
 	}
-	if c := cond(got, v1alpha1.ConditionOldestAvailableAge); c.Reason != "WorkersUnhealthy" {
-		t.Fatalf("age condition with unhealthy workers %+v", c)
+	for _, typ := range []string{v1alpha1.ConditionOldestAvailableAge, v1alpha1.ConditionThroughput} {
+		if c := cond(got, typ); c.Reason != "WorkersUnhealthy" {
+			t.Fatalf("%s condition with unhealthy workers %+v", typ, c)
+		}
 	}
 
 	// Every transition was recorded as an Event on the monitor.
@@ -310,6 +312,64 @@ func TestReconcilerRestoresFiredTriggersFromStatus(t *testing.T) {
 	c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionClaimLatency)
 	if c == nil || c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&since) {
 		t.Fatalf("claim latency condition after restart %+v", c)
+	}
+}
+
+// TestReconcilerForgetsARecreatedMonitor: a monitor deleted and created again under its name
+// (Helm's before-hook-creation on every upgrade), with no reconcile in between that saw it
+// missing, starts again: the new object's triggers are not the old one's.
+func TestReconcilerForgetsARecreatedMonitor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := newNamespace(t)
+	d := newFakeDispatcher(t) // only for the Deployment's health
+	dispatcherFixture(t, ns, d.port(t))
+	prom := &fakePrometheus{values: map[string]string{
+		"boardreadyops_outbox_claim_duration_seconds_bucket": "0.4", // above 250 ms
+	}}
+	srv := httptest.NewServer(prom)
+	defer srv.Close()
+	newMonitor := func() *v1alpha1.OutboxMonitor {
+		return &v1alpha1.OutboxMonitor{
+			ObjectMeta: metav1.ObjectMeta{Name: "dispatcher", Namespace: ns},
+			Spec: v1alpha1.OutboxMonitorSpec{
+				Dispatcher:     v1alpha1.DispatcherTarget{DeploymentName: "dispatcher"},
+				ScrapeInterval: dur(time.Minute),
+				Prometheus:     &v1alpha1.PrometheusSource{URL: srv.URL, Selector: `namespace="` + ns + `"`},
+				Triggers:       v1alpha1.Triggers{ClaimLatency: v1alpha1.ClaimLatencyTrigger{Window: dur(time.Minute)}},
+			},
+		}
+	}
+	mon := newMonitor()
+	must(t, testClient.Create(ctx, mon))
+	clk := &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	r := &Reconciler{Client: testClient, HTTP: srv.Client(), ScrapeTimeout: 5 * time.Second, Metrics: NewMetrics(prometheus.NewRegistry()), Now: clk.Now}
+	req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mon)}
+	round := func() metav1.Condition {
+		t.Helper()
+		_, err := r.Reconcile(ctx, req)
+		must(t, err)
+		clk.Advance(time.Minute)
+		var got v1alpha1.OutboxMonitor
+		must(t, testClient.Get(ctx, req.NamespacedName, &got))
+		c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionClaimLatency)
+		if c == nil {
+			t.Fatalf("no claim latency condition in %+v", got.Status.Conditions)
+		}
+		return *c
+	}
+	round()
+	if c := round(); c.Reason != "Sustained" {
+		t.Fatalf("claim latency condition %+v, want sustained after its 1-minute window", c)
+	}
+
+	must(t, testClient.Delete(ctx, mon))
+	must(t, testClient.Create(ctx, newMonitor()))
+	if c := round(); c.Status == metav1.ConditionTrue || c.Reason == "Sustained" {
+		t.Fatalf("re-created monitor's claim latency condition %+v, want its history to start again", c)
+	}
+	if v := testutil.ToFloat64(r.Metrics.triggerActive.WithLabelValues("claim_latency")); v != 0 {
+		t.Fatalf("claim latency trigger metric = %v after the monitor was re-created, want 0", v)
 	}
 }
 

@@ -52,6 +52,7 @@ func TestCRDDefaultsAreTheSpecifiedThresholds(t *testing.T) {
 		{"claimLatency.percentile", tr.ClaimLatency.Percentile, int32(99)},
 		{"claimLatency.window", tr.ClaimLatency.Window.Duration, 5 * time.Minute},
 		{"oldestAvailableAge.threshold", tr.OldestAvailableAge.Threshold.Duration, 30 * time.Second},
+		{"oldestAvailableAge.window", tr.OldestAvailableAge.Window.Duration, 5 * time.Minute},
 		{"throughput.effectsPerSecond", tr.Throughput.EffectsPerSecond, int32(500)},
 		{"throughput.window", tr.Throughput.Window.Duration, 15 * time.Minute},
 		{"hysteresisPercent", tr.HysteresisPercent, int32(10)},
@@ -80,6 +81,11 @@ func TestCRDRejectsBadThresholds(t *testing.T) {
 		{"percentile 100", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.ClaimLatency.Percentile = 100 }},
 		{"throughput below 1", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.Throughput.EffectsPerSecond = -5 }},
 		{"window of two days", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.Throughput.Window = dur(48 * time.Hour) }},
+		// A zero window would fire on the first interval above the threshold; the controller
+		// would take it for unset instead (broker.SettingsFromSpec), so the schema refuses it.
+		{"zero claim latency window", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.ClaimLatency.Window = dur(0) }},
+		{"zero age window", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.OldestAvailableAge.Window = dur(0) }},
+		{"zero throughput window", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.Throughput.Window = dur(0) }},
 		{"scrape interval too short", func(s *v1alpha1.OutboxMonitorSpec) { s.ScrapeInterval = dur(10 * time.Millisecond) }},
 		{"hysteresis above 90", func(s *v1alpha1.OutboxMonitorSpec) { s.Triggers.HysteresisPercent = 95 }},
 		{"metrics path without slash", func(s *v1alpha1.OutboxMonitorSpec) { s.Dispatcher.MetricsPath = "metrics" }},

@@ -38,6 +38,10 @@ import (
 // The operator's permissions, generated into the chart's Role by `make generate`. It reads its
 // monitors, the dispatcher Deployment and pods, writes monitor status, Events and its leader
 // election Lease, and patches a monitor's owner references (ownByDispatcher) — nothing else.
+// Leader election (client-go's LeaseLock) gets, creates and updates one Lease, named by
+// app.RunManager's LeaderElectionID: every verb but create names it, so that the operator cannot
+// read or take over another component's Lease (RBAC cannot limit create to a name: the request
+// carries none). internal/app's TestRunManager runs the manager with this Role.
 //
 // +kubebuilder:rbac:groups=boardreadyops.io,namespace=boardreadyops,resources=outboxmonitors,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=boardreadyops.io,namespace=boardreadyops,resources=outboxmonitors/status,verbs=get;update;patch
@@ -45,7 +49,8 @@ import (
 // +kubebuilder:rbac:groups="",namespace=boardreadyops,resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=boardreadyops,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups="",namespace=boardreadyops,resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=boardreadyops,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=boardreadyops,resources=leases,verbs=create
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=boardreadyops,resources=leases,resourceNames=boardreadyops-operator.boardreadyops.io,verbs=get;update
 
 // maxScrapeErrors bounds status.scrapeErrors (the CRD's maxItems).
 const maxScrapeErrors = 10
@@ -74,7 +79,11 @@ type Reconciler struct {
 // windows. It is rebuilt from the status conditions after a restart or leader change (fired
 // triggers stay fired; pending windows start again).
 type monitorState struct {
-	mu         sync.Mutex
+	mu sync.Mutex
+	// uid identifies the object the history belongs to. A monitor deleted and created again
+	// under its name (Helm replaces the chart's hook on every upgrade) is a new object whose
+	// history starts again, even when no reconcile saw the name missing in between.
+	uid        types.UID
 	eval       *broker.Evaluator
 	lastScrape time.Time
 }
@@ -164,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // state returns the monitor's history, creating it from the stored status when this process has
-// none (first sight, restart, new leader).
+// none for this object (first sight, restart, new leader, the name re-created).
 func (r *Reconciler) state(key types.NamespacedName, mon *v1alpha1.OutboxMonitor) *monitorState {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -172,8 +181,8 @@ func (r *Reconciler) state(key types.NamespacedName, mon *v1alpha1.OutboxMonitor
 		r.monitors = map[types.NamespacedName]*monitorState{}
 	}
 	st, ok := r.monitors[key]
-	if !ok {
-		st = &monitorState{eval: broker.NewEvaluator()}
+	if !ok || st.uid != mon.UID {
+		st = &monitorState{uid: mon.UID, eval: broker.NewEvaluator()}
 		for _, t := range broker.Triggers {
 			if c := meta.FindStatusCondition(mon.Status.Conditions, t.ConditionType()); c != nil && c.Status == metav1.ConditionTrue {
 				st.eval.States[t] = trigger.State{Active: true, Since: c.LastTransitionTime.Time}

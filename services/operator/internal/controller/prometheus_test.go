@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -103,5 +104,70 @@ func TestReconcilerReadsPrometheus(t *testing.T) {
 	got = round()
 	if len(got.Status.ScrapeErrors) == 0 || !meta.IsStatusConditionTrue(got.Status.Conditions, v1alpha1.ConditionClaimLatency) {
 		t.Fatalf("with Prometheus down: errors %v, conditions %+v", got.Status.ScrapeErrors, got.Status.Conditions)
+	}
+}
+
+// TestReconcilerReportsASelectorMatchingNothing: a round in which every query came back empty
+// (the selector matches none of the dispatcher's series) is a reported scrape failure, not a
+// quiet NoData; a round in which only some are empty (no claims in the rate window) is not.
+func TestReconcilerReportsASelectorMatchingNothing(t *testing.T) {
+	t.Parallel()
+	ns := newNamespace(t)
+	d := newFakeDispatcher(t) // only for the Deployment's health
+	dispatcherFixture(t, ns, d.port(t))
+	tests := []struct {
+		name     string
+		values   map[string]string // metric → value; the others answer an empty vector
+		wantErr  bool
+		failures float64
+	}{
+		{"every query empty", map[string]string{}, true, 3},
+		{"no claims in the rate window", map[string]string{
+			"boardreadyops_outbox_effects_processed_total":             "0",
+			"boardreadyops_outbox_oldest_available_effect_age_seconds": "0",
+		}, false, 0},
+		{"every query answered", map[string]string{
+			"boardreadyops_outbox_claim_duration_seconds_bucket":       "0.01",
+			"boardreadyops_outbox_effects_processed_total":             "10",
+			"boardreadyops_outbox_oldest_available_effect_age_seconds": "1",
+		}, false, 0},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			prom := &fakePrometheus{values: tt.values}
+			srv := httptest.NewServer(prom)
+			defer srv.Close()
+			mon := &v1alpha1.OutboxMonitor{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", i), Namespace: ns},
+				Spec: v1alpha1.OutboxMonitorSpec{
+					Dispatcher: v1alpha1.DispatcherTarget{DeploymentName: "dispatcher"},
+					Prometheus: &v1alpha1.PrometheusSource{URL: srv.URL, Selector: `job="nothing"`},
+				},
+			}
+			must(t, testClient.Create(ctx, mon))
+			clk := &clock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+			r := &Reconciler{Client: testClient, HTTP: srv.Client(), ScrapeTimeout: 5 * time.Second, Metrics: NewMetrics(prometheus.NewRegistry()), Now: clk.Now}
+			req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(mon)}
+			// Two rounds: the first has no interval to hold the signals over, the second does.
+			for range 2 {
+				_, err := r.Reconcile(ctx, req)
+				must(t, err)
+				clk.Advance(15 * time.Second)
+			}
+			var got v1alpha1.OutboxMonitor
+			must(t, testClient.Get(ctx, req.NamespacedName, &got))
+			reported := false
+			for _, e := range got.Status.ScrapeErrors {
+				reported = reported || strings.Contains(e, `no query returned any series`) && strings.Contains(e, `job="nothing"`)
+			}
+			if reported != tt.wantErr {
+				t.Errorf("scrape errors %q: selector matching nothing reported = %v, want %v", got.Status.ScrapeErrors, reported, tt.wantErr)
+			}
+			if f := testutil.ToFloat64(r.Metrics.scrapes.WithLabelValues("failure")); f != 2*tt.failures {
+				t.Errorf("failed scrapes = %v, want %v over two rounds", f, 2*tt.failures)
+			}
+		})
 	}
 }

@@ -65,7 +65,7 @@ func triggerReason(t broker.Trigger, st trigger.State, workersHealthy bool) stri
 	switch {
 	case st.Active:
 		return "Sustained"
-	case t == broker.OldestAvailableAge && !workersHealthy:
+	case (t == broker.OldestAvailableAge || t == broker.Throughput) && !workersHealthy:
 		return "WorkersUnhealthy"
 	case !st.LastValid:
 		return "NoData"

@@ -9,8 +9,9 @@ import "time"
 
 // Observation is one evaluation of a signal over the interval [Start, End]. Valid is false when
 // the signal could not be computed (scrape failure, no sample to diff against, no claims, or —
-// for the age trigger — unhealthy workers); an invalid observation restarts any pending window,
-// so a gap in the data can never complete a window, and it never clears a fired trigger either.
+// for the age and throughput triggers — unhealthy workers); an invalid observation restarts any
+// pending window, so a gap in the data can never complete a window, and it never clears a fired
+// trigger either.
 type Observation struct {
 	Start, End time.Time
 	Value      float64
