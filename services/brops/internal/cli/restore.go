@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/boardreadyops/cloud/pkg/database"
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/schema"
 )
 
 // fencedDispatch is one workflow dispatch the restore fence moved to reconciliation_required.
@@ -54,7 +56,9 @@ creation lists before it creates, their completion is idempotent. --since minus 
 the window of deliveries to ask GitHub for again, with room for the clocks of GitHub and the
 database. Opens a hold: new workflow dispatches wait in reconciliation_required until brops
 restore close. Prints the brops webhooks redeliver command that asks GitHub
-for the deliveries the restored database never received.`,
+for the deliveries the restored database never received. Refuses a database whose schema is older
+than this brops expects (a backup taken before an upgrade): its fence may lack later fixes, so run
+brops migrate up first.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if sinceText == "" {
@@ -75,6 +79,9 @@ for the deliveries the restored database never received.`,
 				return err
 			}
 			defer pool.Close()
+			if err := requireFenceSchema(cmd.Context(), pool); err != nil {
+				return err
+			}
 			window := since.Add(-margin)
 			rows, err := pool.Query(cmd.Context(), `SELECT id, release_run_id::text, execution_attempt_id::text, created_at, from_status
 				FROM boardreadyops_outbox_fence_restored($1, $2, $3)`, window, operator, reason)
@@ -164,6 +171,25 @@ waiting up to --wait for them; --force closes regardless. New releases then disp
 	g.operatorFlag(closeCmd, &closeOperator)
 	cmd.AddCommand(fence, closeCmd)
 	return cmd
+}
+
+// requireFenceSchema refuses a database whose schema is older than this binary's. A backup taken
+// before an upgrade restores the older schema, and with it the older fence function, which may lack
+// later fixes: before migration 00066 it left the dispatches created before the window's start
+// available, to be sent a second time by the restored dispatchers; before 00067 a dispatch replayed
+// during the hold was not held. Migrated first, the database fences as this binary's runbook says.
+// A newer schema is accepted, as by the services' readiness check (database.CheckReady):
+// migrations are additive, so its fence has every fix this binary knows of.
+func requireFenceSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	v, err := database.SchemaVersion(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if want := schema.ExpectedVersion(); v < want {
+		return fmt.Errorf("not fenced: %w: at version %d, need %d (a backup taken before an upgrade?), and an older schema's fence may lack later fixes. "+
+			"Run brops migrate up first (as the migration user, the services still scaled to 0), then brops restore fence", database.ErrSchemaBehind, v, want)
+	}
+	return nil
 }
 
 // waitHoldDrained waits up to wait until no push or check_run job and no check-run creation or

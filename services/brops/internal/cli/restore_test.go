@@ -1,13 +1,19 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/boardreadyops/cloud/pkg/outbox"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+	"github.com/boardreadyops/cloud/schema"
 )
 
 // The restore fence moves the workflow dispatches that may have been sent after the restore point
@@ -202,5 +208,72 @@ func TestRestoreFenceHoldsReplayedDispatches(t *testing.T) {
 	}
 	if code, out, errOut := run(t, o.env, "outbox", "replay", strconv.FormatInt(free, 10), "--reason", "after the close"); code != 0 || o.status(free) != outbox.StatusAvailable {
 		t.Fatalf("replay after the close: %d %s %s, status %s", code, out, errOut, o.status(free))
+	}
+}
+
+// A backup taken before an upgrade restores the older schema and its older fence function, which
+// lacks later fixes. The fence refuses such a database, fencing nothing and opening no hold, until
+// brops migrate up has brought it to this binary's version; then it fences.
+func TestRestoreFenceRefusesAnOlderSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url := pgtest.NewEmptyURL(t)
+	migrator := map[string]string{"DATABASE_URL": url}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	latest := schema.ExpectedVersion()
+	since := time.Now().Add(-time.Minute).UTC().Format(time.RFC3339)
+	var admin map[string]string // the runbook's user, created once its role's schema is there
+	fences := func() int {
+		t.Helper()
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM restore_fences`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tests := []struct {
+		version int64
+		why     string
+	}{
+		{65, "before 00066 its fence left dispatches created before the window available"},
+		{66, "before 00067 a dispatch replayed during the hold was not held"},
+		{latest - 1, "one migration behind"},
+	}
+	for _, tt := range tests {
+		if code, _, errOut := run(t, migrator, "migrate", "up", "--to", strconv.FormatInt(tt.version, 10)); code != 0 {
+			t.Fatalf("migrate up --to %d: %d %s", tt.version, code, errOut)
+		}
+		if admin == nil {
+			admin = map[string]string{"DATABASE_URL": pgtest.NewLogin(t, url, "boardreadyops_admin"), "BOARDREADYOPS_OPERATOR": "alice"}
+		}
+		code, out, errOut := run(t, admin, "restore", "fence", "--since", since)
+		if want := fmt.Sprintf("at version %d, need %d", tt.version, latest); code != 1 || !strings.Contains(errOut, want) ||
+			!strings.Contains(errOut, "Run brops migrate up first") {
+			t.Errorf("fence at version %d (%s): exit %d, stderr %q, stdout %q; want 1 and %q, run brops migrate up first", tt.version, tt.why, code, errOut, out, want)
+		}
+		if n := fences(); n != 0 {
+			t.Fatalf("fence at version %d (%s): %d restore fences opened, want none", tt.version, tt.why, n)
+		}
+	}
+	if code, _, errOut := run(t, migrator, "migrate", "up"); code != 0 {
+		t.Fatalf("migrate up: %d %s", code, errOut)
+	}
+	if code, out, errOut := run(t, admin, "restore", "fence", "--since", since); code != 0 || !strings.Contains(out, "0 workflow dispatches") {
+		t.Fatalf("fence at version %d: exit %d %s %s", latest, code, out, errOut)
+	}
+	if n := fences(); n != 1 {
+		t.Fatalf("%d restore fences after the fence at version %d, want 1", n, latest)
+	}
+	// A newer schema fences, as it is ready for the services (database.CheckReady): migrations
+	// are additive, so its fence has every fix this binary knows of.
+	if _, err := pool.Exec(ctx, `INSERT INTO goose_db_version (version_id, is_applied) VALUES ($1, true)`, latest+1); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, admin, "restore", "fence", "--since", since); code != 0 || fences() != 2 {
+		t.Fatalf("fence at version %d: exit %d %s %s", latest+1, code, out, errOut)
 	}
 }
