@@ -32,8 +32,14 @@ type fenceResult struct {
 	Window time.Time        `json:"window_start"` // since − margin
 	Fenced []fencedDispatch `json:"fenced"`
 	// DeadLetters: workflow dispatches left dead-lettered, which need a look before any replay.
-	DeadLetters int    `json:"dead_letter_dispatches"`
-	Redeliver   string `json:"redeliver_command"`
+	DeadLetters int `json:"dead_letter_dispatches"`
+	// DeadLetterJobs and DeadLetterCreations: push and check_run jobs, and check-run creations
+	// and permission reads, left dead-lettered. Each, replayed, creates a run or starts or
+	// replays an attempt whose dispatch the hold no longer catches after the close, and the old
+	// deployment may have replayed it after the restore point already.
+	DeadLetterJobs      int    `json:"dead_letter_jobs"`
+	DeadLetterCreations int    `json:"dead_letter_creations"`
+	Redeliver           string `json:"redeliver_command"`
 }
 
 func newRestoreCmd(g *globals) *cobra.Command {
@@ -92,15 +98,23 @@ brops migrate up first.`,
 			if err != nil {
 				return fmt.Errorf("fence restored dispatches: %w", err)
 			}
-			var deadLetters int
+			var deadLetters, deadJobs, deadCreations int
 			// Dead letters are left as they are (an operator decided not to send them), but one
 			// replayed after the restore point may have been sent: replaying it again would
-			// dispatch the release twice.
-			if err := pool.QueryRow(cmd.Context(), `SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = $1`,
-				outbox.EffectWorkflowDispatch).Scan(&deadLetters); err != nil {
-				return fmt.Errorf("count dead-lettered dispatches: %w", err)
+			// dispatch the release twice. So may the dispatch that a dead-lettered push or
+			// check_run job, check-run creation or permission read leads to, once replayed: the
+			// close's wait counts only those dead-lettered since the fence, so these are reported
+			// here, the only time. Each count reads control_plane_*_dead_letter_idx's rows.
+			if err := pool.QueryRow(cmd.Context(), `SELECT
+				(SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = $1),
+				(SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter' AND kind IN ('push', 'check_run')),
+				(SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = ANY ($2))`,
+				outbox.EffectWorkflowDispatch, []string{outbox.EffectCheckRunCreate, outbox.EffectCollaboratorPermissionRead}).
+				Scan(&deadLetters, &deadJobs, &deadCreations); err != nil {
+				return fmt.Errorf("count dead letters: %w", err)
 			}
-			res := fenceResult{Since: since, Window: window, Fenced: fenced, DeadLetters: deadLetters, Redeliver: redeliverCommand(window, time.Now())}
+			res := fenceResult{Since: since, Window: window, Fenced: fenced, DeadLetters: deadLetters,
+				DeadLetterJobs: deadJobs, DeadLetterCreations: deadCreations, Redeliver: redeliverCommand(window, time.Now())}
 			return g.render(res, func(w io.Writer) {
 				fmt.Fprintf(w, "%d workflow dispatches not yet delivered (available or leased, however old) moved to reconciliation_required\n", len(fenced))
 				if len(fenced) > 0 {
@@ -112,6 +126,12 @@ brops migrate up first.`,
 				}
 				if res.DeadLetters > 0 {
 					fmt.Fprintf(w, "%d workflow dispatches are dead letters: one replayed after the restore point may have been sent; check GitHub for its release's run before replaying any (brops reconcile inspect ID)\n", res.DeadLetters)
+				}
+				if res.DeadLetterJobs > 0 || res.DeadLetterCreations > 0 {
+					fmt.Fprintf(w, "%d push or check_run jobs and %d check-run creations or permission reads are dead letters: each, replayed, "+
+						"leads to a workflow dispatch, held only until brops restore close, and the old deployment may have replayed and dispatched it after the restore point; "+
+						"check GitHub for their releases' runs (brops jobs list --status dead_letter, brops outbox list --status dead_letter) and replay only those it did not run, "+
+						"before the close\n", res.DeadLetterJobs, res.DeadLetterCreations)
 				}
 				fmt.Fprintf(w, "then recover the deliveries GitHub sent after the restore point:\n  %s\n", res.Redeliver)
 				fmt.Fprintln(w, "new workflow dispatches wait in reconciliation_required until: brops restore close")

@@ -277,3 +277,46 @@ func TestRestoreFenceRefusesAnOlderSchema(t *testing.T) {
 		t.Fatalf("fence at version %d: exit %d %s %s", latest+1, code, out, errOut)
 	}
 }
+
+// The fence reports every dead letter that, replayed, would lead to a dispatch: push and check_run
+// jobs, check-run creations and permission reads, besides dispatches. The close's wait counts only
+// those dead-lettered since the fence, so the fence is the only place they show; the old
+// deployment may have replayed one after the restore point and dispatched its release already.
+func TestRestoreFenceReportsDeadLettersThatLeadToDispatches(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	if _, err := o.pool.Exec(o.ctx, `WITH i AS (
+			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256, received_at)
+			SELECT 'dead-' || g, e, '{}', sha256(('dead-' || g)::bytea), now() - interval '1 hour'
+			FROM unnest(ARRAY['push', 'check_run', 'installation']) WITH ORDINALITY AS x(e, g) RETURNING id, event
+		)
+		INSERT INTO control_plane_jobs (kind, inbox_id, status) SELECT event, id, 'dead_letter' FROM i`); err != nil {
+		t.Fatal(err)
+	}
+	runID := o.createRun()
+	creation := o.claimFor(runID, outbox.EffectCheckRunCreate)
+	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_outbox_dead_letter($1, 'w', 'rejected (HTTP 422)')`, creation); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339), "-o", "json")
+	if code != 0 {
+		t.Fatalf("fence: exit %d %s %s", code, out, errOut)
+	}
+	var res struct {
+		Jobs      int `json:"dead_letter_jobs"`
+		Creations int `json:"dead_letter_creations"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if res.Jobs != 2 || res.Creations != 1 {
+		t.Fatalf("reported %d dead-lettered jobs and %d creations, want 2 (push, check_run; not installation) and 1", res.Jobs, res.Creations)
+	}
+	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_outbox_fence_close('test')`); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339))
+	if code != 0 || !strings.Contains(out, "2 push or check_run jobs and 1 check-run creations or permission reads are dead letters") {
+		t.Fatalf("fence's text: exit %d\n%s", code, out)
+	}
+}
