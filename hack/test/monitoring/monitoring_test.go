@@ -38,9 +38,9 @@ type product struct {
 	// dispatcherLogin is the dispatcher's own login (group role boardreadyops_dispatcher), as a
 	// deployment gives it: the test takes the database away from the dispatcher alone.
 	dispatcherLogin string
-	sim    *githubsim.Simulator
-	ingest string
-	secret []byte
+	sim             *githubsim.Simulator
+	ingest          string
+	secret          []byte
 }
 
 // startProduct builds and starts ingest, lifecycle and outbox-dispatcher on a fresh database,
