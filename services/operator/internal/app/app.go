@@ -40,7 +40,7 @@ type Settings struct {
 }
 
 func (s *Settings) register(e *config.Env, getenv config.Getenv) {
-	s.Process.Register(e)
+	s.Register(e) // config.Process's
 	e.String(&s.Namespace, "namespace", "WATCH_NAMESPACE", getenv("POD_NAMESPACE"),
 		"namespace whose OutboxMonitors are reconciled (default: the pod's namespace, POD_NAMESPACE)")
 	e.Bool(&s.LeaderElect, "leader-elect", "BOARDREADYOPS_LEADER_ELECT", true, "elect a leader so that only one replica reconciles")
@@ -56,7 +56,7 @@ func (s *Settings) validate() error {
 	if s.ScrapeTimeout <= 0 {
 		errs = append(errs, errors.New("BOARDREADYOPS_SCRAPE_TIMEOUT must be positive"))
 	}
-	return errors.Join(append(errs, s.Process.Validate())...)
+	return errors.Join(append(errs, s.Validate())...) // config.Process's checks
 }
 
 // Run runs the operator until ctx ends; `operator evaluate …` runs the local mode instead.
