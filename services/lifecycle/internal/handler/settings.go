@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/boardreadyops/cloud/pkg/releasetag"
 )
 
 // releaseSettings are a repository's effective settings, each from the first that sets it: its
@@ -45,25 +46,11 @@ func (s *releaseSettings) layer(wf, tp *string, enabled *bool, excluded []string
 }
 
 // releases reports whether tag starts a release: it matches the tag pattern and none of the
-// excluded patterns. An invalid pattern is an error (brops validates them; SQL may not have).
+// excluded patterns (pkg/releasetag, which brops release-runs create applies too). An invalid
+// pattern is an error (brops validates them; SQL may not have).
 func (s releaseSettings) releases(tag string) (bool, error) {
-	ok, err := path.Match(s.TagPattern, tag)
-	if err != nil {
-		return false, fmt.Errorf("tag pattern %q: %w", s.TagPattern, err)
-	}
-	if !ok {
-		return false, nil
-	}
-	for _, x := range s.Excluded {
-		excluded, err := path.Match(x, tag)
-		if err != nil {
-			return false, fmt.Errorf("excluded tag pattern %q: %w", x, err)
-		}
-		if excluded {
-			return false, nil
-		}
-	}
-	return true, nil
+	refusal, err := releasetag.Check(s.TagPattern, s.Excluded, tag)
+	return err == nil && refusal == "", err
 }
 
 func (h *Handlers) defaults() releaseSettings {
