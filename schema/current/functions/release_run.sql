@@ -740,6 +740,131 @@ GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold 
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_operator;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_start(bigint, text, text, text, text, text, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_start(p_repository_id bigint, p_tag text, p_head_sha text, p_operator text, p_reason text, p_default_workflow_file text, p_check_run_name text, p_tag_refusal text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(release_run_id uuid, created boolean, workflow_file text, dispatch_paused text)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+#variable_conflict use_column
+DECLARE
+    v_now      timestamptz := public.boardreadyops_clock_now(p_now);
+    repo       public.repositories;
+    inst       public.installations;
+    v_ref      text;
+    v_enabled  boolean;
+    v_workflow text;
+    v_paused   text;
+    v_run      uuid;
+    v_outbox   bigint;
+BEGIN
+    IF p_operator IS NULL OR btrim(p_operator) = '' THEN
+        RAISE EXCEPTION 'starting a release run needs the operator''s identity' USING ERRCODE = '22023';
+    END IF;
+    IF p_reason IS NULL OR btrim(p_reason) = '' THEN
+        RAISE EXCEPTION 'starting a release run needs a reason' USING ERRCODE = '22023';
+    END IF;
+    IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
+        RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- The tag's name (release_runs' ref rule: refs/tags/ and at most 512 characters in all).
+    IF p_tag IS NULL OR p_tag = '' OR length(p_tag) > 502 OR p_tag LIKE 'refs/tags/%' OR p_tag ~ '[[:space:][:cntrl:]]' THEN
+        RAISE EXCEPTION 'tag %: want a tag name such as v1.4.2 (without refs/tags/), at most 502 characters, no spaces', quote_nullable(p_tag)
+            USING ERRCODE = '22023';
+    END IF;
+    -- The tagged commit, as a push's head_commit.id (00075): for an annotated tag not the tag object.
+    IF p_head_sha IS NULL OR length(p_head_sha) NOT IN (40, 64) OR p_head_sha !~ '^[0-9a-f]+$' THEN
+        RAISE EXCEPTION 'commit %: want the tagged commit''s SHA, 40 or 64 lowercase hexadecimal digits', quote_nullable(p_head_sha)
+            USING ERRCODE = '22023', HINT = 'git rev-parse TAG^{commit} (for an annotated tag, not the tag object''s SHA)';
+    END IF;
+    v_ref := 'refs/tags/' || p_tag;
+
+    SELECT * INTO repo FROM public.repositories r WHERE r.id = p_repository_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'repository % is not recorded', p_repository_id USING ERRCODE = 'BR006';
+    END IF;
+    IF repo.removed_at IS NOT NULL THEN
+        RAISE EXCEPTION 'repository % is not installed: it was removed from its installation or deleted (%)', repo.full_name, repo.removed_at
+            USING ERRCODE = 'BR003', HINT = 'a release starts only in a repository the App is installed on';
+    END IF;
+    SELECT * INTO inst FROM public.installations i WHERE i.id = repo.installation_id;
+    IF inst.deleted_at IS NOT NULL THEN
+        RAISE EXCEPTION 'installation % (%) of repository % is not active: the App was uninstalled (%)',
+            inst.id, inst.account_login, repo.full_name, inst.deleted_at USING ERRCODE = 'BR003';
+    END IF;
+    IF inst.suspended_at IS NOT NULL THEN
+        RAISE EXCEPTION 'installation % (%) of repository % is not active: it is suspended (since %)',
+            inst.id, inst.account_login, repo.full_name, inst.suspended_at
+            USING ERRCODE = 'BR003', HINT = 'unsuspend the App on GitHub first';
+    END IF;
+    IF repo.archived THEN
+        RAISE EXCEPTION 'repository % is archived', repo.full_name
+            USING ERRCODE = 'BR003', HINT = 'unarchive it on GitHub first';
+    END IF;
+    -- Enabled and the workflow file: the repository's setting, else its installation's default
+    -- (00024), else the deployment's (enabled; the caller's default workflow file).
+    SELECT coalesce(s.enabled, d.enabled, true), coalesce(s.workflow_file, d.workflow_file, p_default_workflow_file)
+    INTO v_enabled, v_workflow
+    FROM (SELECT 1) one
+    LEFT JOIN public.repository_release_settings s ON s.repository_id = repo.id
+    LEFT JOIN public.installation_release_settings d ON d.installation_id = repo.installation_id;
+    IF NOT v_enabled THEN
+        RAISE EXCEPTION 'releases are disabled for repository % (its release settings, or its installation''s)', repo.full_name
+            USING ERRCODE = 'BR003', HINT = format('brops repos settings get %s', repo.full_name);
+    END IF;
+    IF p_tag_refusal IS NOT NULL THEN
+        RAISE EXCEPTION 'tag % of repository % starts no release: %', p_tag, repo.full_name, p_tag_refusal
+            USING ERRCODE = 'BR003', HINT = format('brops repos settings get %s', repo.full_name);
+    END IF;
+    IF v_workflow IS NULL THEN
+        RAISE EXCEPTION 'no release workflow file: repository % and its installation set none, and no default was given', repo.full_name
+            USING ERRCODE = '22023';
+    END IF;
+    v_paused := public.boardreadyops_outbox_dispatch_pause_reason(repo.installation_id);
+
+    INSERT INTO public.release_runs (repository_id, installation_id, ref, head_sha, workflow_file, status, created_at, updated_at)
+    VALUES (repo.id, repo.installation_id, v_ref, p_head_sha, v_workflow, 'check_pending', v_now, v_now)
+    ON CONFLICT ON CONSTRAINT release_runs_identity_key DO NOTHING
+    RETURNING id INTO v_run;
+    IF v_run IS NULL THEN
+        -- This tag at this commit already has its run (a push's, or an operator's): nothing new.
+        RETURN QUERY
+        SELECT r.id, false, r.workflow_file, v_paused
+        FROM public.release_runs r
+        WHERE r.repository_id = repo.id AND r.ref = v_ref AND r.head_sha = p_head_sha;
+        RETURN;
+    END IF;
+    INSERT INTO public.execution_attempts (release_run_id, number, created_at, updated_at) VALUES (v_run, 1, v_now, v_now);
+    -- The check run's creation, as a push's (boardreadyops_release_run_create_from_push).
+    v_outbox := public.boardreadyops_outbox_enqueue(
+        'github.check_run.create', v_run, NULL, repo.installation_id,
+        jsonb_build_object(
+            'release_run_id', v_run,
+            'installation_id', repo.installation_id,
+            'repository_id', repo.id,
+            'repository_full_name', repo.full_name,
+            'head_sha', p_head_sha,
+            'ref', v_ref,
+            'tag', p_tag,
+            'name', p_check_run_name,
+            'external_id', v_run,
+            'dispatch_paused', v_paused),
+        NULL, 10, v_now);
+    PERFORM pg_notify('boardreadyops_outbox', '');
+
+    INSERT INTO public.control_plane_audit (occurred_at, operator, action, subject_type, subject_id, release_run_id, reason, evidence, from_status, to_status)
+    VALUES (v_now, p_operator, 'release_run.start', 'release_run', 0, v_run, p_reason,
+            jsonb_build_object('repository_id', repo.id, 'repository_full_name', repo.full_name, 'installation_id', repo.installation_id,
+                               'tag', p_tag, 'head_sha', p_head_sha, 'workflow_file', v_workflow,
+                               'check_run_outbox_id', v_outbox, 'dispatch_paused', v_paused),
+            'none', 'check_pending');
+    RETURN QUERY SELECT v_run, true, v_workflow, v_paused;
+END;
+$_$;
+
+-- ACL FUNCTION boardreadyops_release_run_start(p_repository_id bigint, p_tag text, p_head_sha text, p_operator text, p_reason text, p_default_workflow_file text, p_check_run_name text, p_tag_refusal text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_start(p_repository_id bigint, p_tag text, p_head_sha text, p_operator text, p_reason text, p_default_workflow_file text, p_check_run_name text, p_tag_refusal text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_start(p_repository_id bigint, p_tag text, p_head_sha text, p_operator text, p_reason text, p_default_workflow_file text, p_check_run_name text, p_tag_refusal text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_tell_pause(bigint, boolean, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_tell_pause(p_scope bigint, p_resumed boolean, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS integer
     LANGUAGE plpgsql

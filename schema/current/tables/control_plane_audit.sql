@@ -15,7 +15,7 @@ CREATE TABLE public.control_plane_audit (
     from_status text NOT NULL,
     to_status text NOT NULL,
     release_run_id uuid,
-    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text, 'outbox.reconciliation.left'::text, 'release_run.cancel'::text, 'dispatch.pause'::text, 'dispatch.resume'::text, 'release_settings.set'::text, 'release_settings.unset'::text, 'check_run.retry.refused'::text]))),
+    CONSTRAINT control_plane_audit_action_check CHECK ((action = ANY (ARRAY['outbox.replay'::text, 'job.replay'::text, 'outbox.reconciliation.repair'::text, 'outbox.reconciliation.supersede'::text, 'outbox.restore_fence'::text, 'outbox.reconciliation.left'::text, 'release_run.cancel'::text, 'dispatch.pause'::text, 'dispatch.resume'::text, 'release_settings.set'::text, 'release_settings.unset'::text, 'check_run.retry.refused'::text, 'release_run.start'::text]))),
     CONSTRAINT control_plane_audit_evidence_check CHECK ((pg_column_size(evidence) <= 16384)),
     CONSTRAINT control_plane_audit_operator_check CHECK (((length(btrim(operator)) >= 1) AND (length(btrim(operator)) <= 200))),
     CONSTRAINT control_plane_audit_reason_check CHECK (((length(btrim(reason)) >= 1) AND (length(btrim(reason)) <= 2000))),

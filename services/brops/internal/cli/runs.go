@@ -166,7 +166,7 @@ func (r *runRef) resolve(ctx context.Context, pool *pgxpool.Pool, args []string)
 }
 
 func newRunsCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "release-runs", Short: "Inspect and cancel release runs"}
+	cmd := &cobra.Command{Use: "release-runs", Short: "Inspect, create and cancel release runs"}
 	f := runFilter{}
 	list := &cobra.Command{
 		Use:   "list",
@@ -216,6 +216,6 @@ func newRunsCmd(g *globals) *cobra.Command {
 	list.Flags().DurationVar(&f.newerThan, "newer-than", 0, "only runs created within this (e.g. 24h)")
 	list.Flags().DurationVar(&f.unchangedFor, "unchanged-for", 0, "only runs whose state has not changed for this long, as the stale gauge counts them (e.g. 1h)")
 	list.Flags().IntVar(&f.limit, "limit", 50, "at most this many (1-1000)")
-	cmd.AddCommand(list, newRunShowCmd(g), newRunCancelCmd(g))
+	cmd.AddCommand(list, newRunShowCmd(g), newRunCreateCmd(g), newRunCancelCmd(g))
 	return cmd
 }
