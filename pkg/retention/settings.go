@@ -1,11 +1,13 @@
 package retention
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/config"
+	"github.com/boardreadyops/cloud/pkg/database"
 )
 
 // MinSafeJobs is the shortest jobs (and inbox) period allowed without Settings.AllowShort: an
@@ -119,6 +121,30 @@ func (s *Settings) validateDigests() error {
 		s.Periods.Digests = 0
 	case d < jobs:
 		s.Periods.Digests = jobs
+	}
+	return nil
+}
+
+// ErrShortNotAllowed: a jobs or digests period under MinSafeJobs, which the database refuses to a
+// login outside boardreadyops_clock (migration 00074), whatever AllowShort says.
+var ErrShortNotAllowed = errors.New("a jobs or digests retention period under 72h needs a login in boardreadyops_clock")
+
+// CheckShortAllowed refuses, before any pass, periods the database would refuse on every pass:
+// with AllowShort, a jobs or digests period under MinSafeJobs is deleted only for a session whose
+// login is a member of boardreadyops_clock (load tests; a superuser is one). Since the jobs table
+// comes first, every pass would fail and nothing at all would be deleted.
+func CheckShortAllowed(ctx context.Context, db database.DBTX, s Settings) error {
+	short := func(d time.Duration) bool { return d > 0 && d < MinSafeJobs }
+	if !short(s.Periods.Jobs) && !short(s.Periods.Digests) {
+		return nil
+	}
+	var member bool
+	if err := db.QueryRow(ctx, `SELECT pg_has_role(session_user, 'boardreadyops_clock', 'MEMBER')`).Scan(&member); err != nil {
+		return fmt.Errorf("check the retention periods' login: %w", err)
+	}
+	if !member {
+		return fmt.Errorf("%w (migration 00074): jobs %v, digests %v; the database refuses them to this login, and every retention pass would fail. Use 72h or more, or a login in boardreadyops_clock for a load test",
+			ErrShortNotAllowed, s.Periods.Jobs, s.Periods.Digests)
 	}
 	return nil
 }

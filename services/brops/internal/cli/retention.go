@@ -96,6 +96,9 @@ refers to are never deleted.`,
 				return err
 			}
 			defer pool.Close()
+			if err := retention.CheckShortAllowed(cmd.Context(), pool, rf.s); err != nil {
+				return err
+			}
 			svc, err := retention.New(pool, retention.Config{Owner: bropsOwner(), Periods: rf.s.Periods, BatchSize: rf.s.BatchSize, Lease: time.Minute})
 			if err != nil {
 				return err

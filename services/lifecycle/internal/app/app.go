@@ -114,6 +114,9 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 		return err
 	}
 	if c.Retention.Enabled {
+		if err := retention.CheckShortAllowed(ctx, b.Pool, c.Retention); err != nil {
+			return err
+		}
 		rc := c.Retention.Config(wc.ID)
 		rc.Metrics, rc.Logger = retention.NewMetrics(b.Registry), b.Logger
 		sweeper, err := retention.New(b.Pool, rc)
