@@ -118,7 +118,9 @@ func loadRunView(ctx context.Context, pool *pgxpool.Pool, run runRow, web string
 	err = pool.QueryRow(ctx, `SELECT delivery_id, received_at FROM webhook_inbox
 		WHERE received_at BETWEEN $1::timestamptz - interval '1 hour' AND $1::timestamptz AND event = 'push'
 		  AND repository_id = $2
-		  AND payload -> 'push' ->> 'ref' = $3 AND payload -> 'push' ->> 'after' = $4
+		  AND payload -> 'push' ->> 'ref' = $3
+		  -- The tagged commit (00075): an annotated tag's after is its tag object.
+		  AND coalesce(payload -> 'push' ->> 'head_sha', payload -> 'push' ->> 'after') = $4
 		ORDER BY received_at DESC LIMIT 1`, run.CreatedAt, run.RepositoryID, run.Ref, run.HeadSHA).Scan(&delivery, &received)
 	switch {
 	case err == nil:

@@ -62,3 +62,20 @@ func TestReleaseRunsShow(t *testing.T) {
 		}
 	}
 }
+
+// show finds the push delivery of an annotated tag's run by the tagged commit (push.head_sha,
+// 00075), not by after, the tag object.
+func TestReleaseRunsShowFindsAnAnnotatedTagsPush(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	runID := o.createRun() // commit repeat('a', 40)
+	if _, err := o.pool.Exec(o.ctx, `INSERT INTO webhook_inbox (delivery_id, event, action, repository_id, payload, payload_sha256, received_at)
+		VALUES ('annotated-push', 'push', NULL, 1, jsonb_build_object('push', jsonb_build_object('ref', $1::text,
+			'after', repeat('c', 40), 'head_sha', repeat('a', 40))), sha256('annotated'::bytea), now() - interval '1 minute')`, o.ref(runID)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, o.env, "release-runs", "show", runID)
+	if code != 0 || !strings.Contains(out, "push delivery annotated-push") {
+		t.Fatalf("exit %d, no push delivery on the timeline:\n%s%s", code, out, errOut)
+	}
+}

@@ -1,6 +1,7 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -104,7 +105,7 @@ func (h *Handlers) pushCreated(job Job, runID *string) Result {
 		return ignored() // this tag at this commit already has its run
 	}
 	h.logger.Debug("release run created", "release_run_id", *runID, "repository_id", job.Document.Repository.ID,
-		"tag", strings.TrimPrefix(job.Document.Push.Ref, "refs/tags/"), "head_sha", job.Document.Push.After)
+		"tag", strings.TrimPrefix(job.Document.Push.Ref, "refs/tags/"), "head_sha", cmp.Or(job.Document.Push.HeadSHA, job.Document.Push.After))
 	return applied(1)
 }
 
