@@ -33,7 +33,9 @@ func Setup(ctx context.Context, service string, getenv func(string) string) (Pro
 		(getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "") {
 		return idsOnly{IDs}, nil
 	}
-	if err := checkSampler(getenv("OTEL_TRACES_SAMPLER"), getenv("OTEL_TRACES_SAMPLER_ARG")); err != nil {
+	// As the SDK reads them: trimmed, the sampler's name in any case.
+	if err := checkSampler(strings.ToLower(strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER"))),
+		strings.TrimSpace(getenv("OTEL_TRACES_SAMPLER_ARG"))); err != nil {
 		return nil, err
 	}
 	exp, err := otlptracehttp.New(ctx)

@@ -57,6 +57,7 @@ func TestSetupSamplesAsTheEnvironmentSays(t *testing.T) {
 		{"parentbased_traceidratio", "0.1x", false, true},
 		{"traceidratio", "1.5", false, true},
 		{"sometimes", "", false, true},
+		{" ParentBased_TraceIdRatio ", "0", false, false}, // the SDK trims and lowercases the name
 	} {
 		t.Setenv("OTEL_TRACES_SAMPLER", tc.sampler)
 		t.Setenv("OTEL_TRACES_SAMPLER_ARG", tc.arg)
