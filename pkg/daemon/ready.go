@@ -28,10 +28,9 @@ type readiness struct {
 	gauge  prometheus.Gauge
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	known   bool
-	wasErr  bool
-	lastErr string
+	mu     sync.Mutex
+	known  bool
+	wasErr bool
 }
 
 func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, logger *slog.Logger) *readiness {
@@ -43,8 +42,9 @@ func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, 
 	return &readiness{ready: ready, gauge: g, logger: logger}
 }
 
-// check runs the readiness check once, sets the gauge and logs a change of state (once, not on
-// every probe).
+// check runs the readiness check once, sets the gauge and logs a change of state: once when it
+// fails, with its error, and once when it passes again, not on every probe (during an outage the
+// probes' and the background check's errors differ, a refused connection or a timeout).
 func (r *readiness) check(ctx context.Context) error {
 	err := r.ready(ctx)
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
@@ -55,10 +55,9 @@ func (r *readiness) check(ctx context.Context) error {
 	switch {
 	case err != nil:
 		r.gauge.Set(0)
-		if !r.known || !r.wasErr || r.lastErr != err.Error() {
+		if !r.known || !r.wasErr {
 			r.logger.Warn("not ready", "error", err)
 		}
-		r.lastErr = err.Error()
 	case r.known && r.wasErr:
 		r.gauge.Set(1)
 		r.logger.Info("ready again")
