@@ -163,6 +163,15 @@ REVOKE EXECUTE ON FUNCTION public.boardreadyops_release_run_start(bigint, text, 
 GRANT EXECUTE ON FUNCTION public.boardreadyops_release_run_start(bigint, text, text, text, text, text, text, text, timestamptz) TO boardreadyops_admin;
 
 -- +goose Down
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM public.control_plane_audit WHERE action = 'release_run.start') THEN
+        RAISE EXCEPTION 'control_plane_audit holds runs started by operators; the audit trail is never rewritten' USING ERRCODE = '55000';
+    END IF;
+END;
+$$;
+-- +goose StatementEnd
 DROP FUNCTION public.boardreadyops_release_run_start(bigint, text, text, text, text, text, text, text, timestamptz);
 ALTER TABLE public.control_plane_audit DROP CONSTRAINT control_plane_audit_action_check;
 ALTER TABLE public.control_plane_audit ADD CONSTRAINT control_plane_audit_action_check CHECK (action IN (
