@@ -14,7 +14,8 @@ const (
 	// its threshold for the whole window, counting only time in which the workers were healthy.
 	ConditionOldestAvailableAge = "OldestAvailableAgeSustained"
 	// ConditionThroughput is True while completed effects per second have stayed above the
-	// threshold for the whole window, counting only time in which the workers were healthy.
+	// threshold for the whole window; with unhealthy workers only a rate above the threshold
+	// counts (a scale-up under load), and a lower one is no data (an outage).
 	ConditionThroughput = "ThroughputSustained"
 	// ConditionWorkersHealthy is True while every desired dispatcher replica is available.
 	ConditionWorkersHealthy = "WorkersHealthy"
@@ -127,7 +128,8 @@ type Triggers struct {
 	OldestAvailableAge AgeTrigger `json:"oldestAvailableAge,omitempty"`
 
 	// Throughput fires when completed effects per second stay above the threshold (500) for the
-	// window (15m) while the workers are healthy.
+	// window (15m); while the workers are unhealthy only a rate above it counts (a scale-up under
+	// load), and a lower one is no data (an outage).
 	// +kubebuilder:default={}
 	// +optional
 	Throughput ThroughputTrigger `json:"throughput,omitempty"`
@@ -200,9 +202,10 @@ type ThroughputTrigger struct {
 	// +optional
 	EffectsPerSecond int32 `json:"effectsPerSecond,omitempty"`
 
-	// Window is how long the rate must stay above the threshold, with healthy workers, before
-	// the trigger fires. A period with unhealthy workers (which complete nothing while they
-	// cannot reach the database) restarts the window and never clears a fired trigger.
+	// Window is how long the rate must stay above the threshold before the trigger fires. While
+	// the workers are unhealthy a rate above it still counts (a scale-up under load); a lower one
+	// (workers that complete nothing while they cannot reach the database) is no data: it
+	// restarts the window and never clears a fired trigger.
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="window must be above 0 and at most 24h"
 	// +optional

@@ -118,11 +118,18 @@ type Result struct {
 	Transitions    [numTriggers]trigger.Transition
 }
 
-// Evaluate folds one scrape round into the triggers. The age and throughput triggers only count
-// intervals in which the workers were healthy; an unhealthy interval restarts their windows and
-// never clears them. Unhealthy dispatchers (their readiness fails while they cannot reach the
-// database) still serve their metrics: a growing age then measures the outage, not the queue,
-// and a throughput of zero is no measure of the load, and must not clear a fired trigger.
+// Evaluate folds one scrape round into the triggers. Unhealthy dispatchers (their readiness
+// fails while they cannot reach the database) still serve their metrics, so while the workers
+// are unhealthy:
+//   - the age trigger counts nothing: a growing age measures the outage, not the queue. The
+//     interval is no data: it restarts a pending window and never clears a fired trigger.
+//   - the throughput trigger counts a rate above its threshold, which only load produces:
+//     available replicas fall below the desired ones on every autoscaler scale-up and rolling
+//     update too, when the load is highest, and such an interval must not restart the window.
+//     A rate at or below the threshold is no data, as for the age: a throughput of zero during
+//     an outage is no measure of the load and must not clear a fired trigger (as a below-threshold
+//     interval would count towards clearing it); it restarts a pending window, as a rate below
+//     the threshold does with healthy workers.
 func (e *Evaluator) Evaluate(s Settings, now time.Time, samples map[string]scrape.Sample, alive map[string]bool, workersHealthy bool) Result {
 	return e.EvaluateSignals(s, e.agg.Update(now, samples, alive, s.Quantile), workersHealthy)
 }
@@ -136,7 +143,8 @@ func (e *Evaluator) EvaluateSignals(s Settings, sig scrape.Signals, workersHealt
 	r := Result{Signals: sig, WorkersHealthy: workersHealthy}
 	r.Transitions[ClaimLatency] = e.States[ClaimLatency].Observe(s.Rules[ClaimLatency], obs(sig.ClaimLatency, sig.ClaimLatencyValid))
 	r.Transitions[OldestAvailableAge] = e.States[OldestAvailableAge].Observe(s.Rules[OldestAvailableAge], obs(sig.OldestAge, sig.OldestAgeValid && workersHealthy))
-	r.Transitions[Throughput] = e.States[Throughput].Observe(s.Rules[Throughput], obs(sig.Throughput, sig.ThroughputValid && workersHealthy))
+	r.Transitions[Throughput] = e.States[Throughput].Observe(s.Rules[Throughput],
+		obs(sig.Throughput, sig.ThroughputValid && (workersHealthy || sig.Throughput > s.Rules[Throughput].Threshold)))
 	return r
 }
 
@@ -162,7 +170,7 @@ func Describe(t Trigger, s Settings, st trigger.State) string {
 	case OldestAvailableAge:
 		rule = fmt.Sprintf("oldest available effect age above %s for %s while workers are healthy", seconds(r.Threshold), r.Window)
 	case Throughput:
-		rule = fmt.Sprintf("throughput above %.0f effects/s for %s while workers are healthy", r.Threshold, r.Window)
+		rule = fmt.Sprintf("throughput above %.0f effects/s for %s (with unhealthy workers only a rate above it counts)", r.Threshold, r.Window)
 	}
 	observed := "no valid observation in the latest interval"
 	if st.LastValid {

@@ -81,10 +81,32 @@ func TestEvaluatorOverSyntheticSeries(t *testing.T) {
 			want:   "...............F........", // healthy, the 5-minute clear window would end at round 20
 		},
 		{
-			name: "unhealthy workers restart the throughput window", trigger: Throughput,
-			rounds: append(append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 10), round{claims: 100, completed: 600 * 60}),
+			// An outage interval (unhealthy workers completing nothing) is no data: the window
+			// restarts, as it would at a healthy rate below the threshold.
+			name: "an outage restarts the throughput window", trigger: Throughput,
+			rounds: append(append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 10), round{}),
 				repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 16)...),
-			want: ".........................F.", // intervals 11..25 are the 15 healthy minutes after the unhealthy one
+			want: ".........................F.", // intervals 11..25 are the 15 healthy minutes after the outage
+		},
+		{
+			// An autoscaler scale-up (or a rolling update) leaves available replicas below the
+			// desired ones for minutes while the load is high: a rate above the threshold counts
+			// with unhealthy workers, so the window runs on as if they had been healthy.
+			name: "a scale-up under high throughput does not restart the window", trigger: Throughput,
+			rounds: append(append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 6), repeat(round{claims: 100, completed: 600 * 60}, 4)...),
+				repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 7)...),
+			want: "...............F.", // rounds 1..15 are 15 minutes above the threshold, 4 of them scaling up
+		},
+		{
+			// A rate at or below the threshold with unhealthy workers is no data, not a low rate:
+			// a fired trigger neither clears nor counts such intervals towards its clear window.
+			name: "a low rate with unhealthy workers does not count towards clearing", trigger: Throughput,
+			rounds: append(append(append(repeat(round{claims: 100, completed: 600 * 60, healthy: true}, 16),
+				repeat(round{claims: 100, completed: 100 * 60, healthy: true}, 3)...), repeat(round{claims: 100, completed: 100 * 60}, 3)...),
+				repeat(round{claims: 100, completed: 100 * 60, healthy: true}, 6)...),
+			// Healthy, rounds 16..20 would be the 5-minute clear window; the unhealthy rounds 19..21
+			// restart it, and rounds 22..26 are the 5 healthy minutes at the low rate after them.
+			want: "...............F..........C.",
 		},
 	}
 	for _, tt := range tests {

@@ -258,6 +258,19 @@ func TestReconcilerReportsTriggersAsFiguresChange(t *testing.T) {
 		}
 	}
 
+	// A scale-up under load leaves replicas unavailable too: a rate above the threshold counts
+	// (the window is pending, then sustained); the age trigger still counts nothing.
+	got = round(1000)
+	if c := cond(got, v1alpha1.ConditionThroughput); c.Status != metav1.ConditionFalse || c.Reason != "WindowPending" {
+		t.Fatalf("throughput condition with unhealthy workers at 1,000 effects/s %+v", c)
+	}
+	if c := cond(got, v1alpha1.ConditionOldestAvailableAge); c.Reason != "WorkersUnhealthy" {
+		t.Fatalf("age condition with unhealthy workers %+v", c)
+	}
+	if c := cond(round(1000), v1alpha1.ConditionThroughput); c.Status != metav1.ConditionTrue || c.Reason != "Sustained" {
+		t.Fatalf("throughput condition after the 2-minute window with unhealthy workers %+v", c)
+	}
+
 	// Every transition was recorded as an Event on the monitor.
 	want := map[string]bool{"TriggerSustained": false, "TuningFirst": false, "BrokerEvaluationRecommended": false,
 		"TriggerCleared": false, "BrokerEvaluationNotRecommended": false}

@@ -61,11 +61,16 @@ func (r *Reconciler) setStatus(mon *v1alpha1.OutboxMonitor, eval *broker.Evaluat
 	mon.Status.ObservedGeneration = gen
 }
 
+// triggerReason is a trigger condition's reason. With unhealthy workers the age trigger counts
+// nothing, and the throughput trigger only a rate above its threshold (broker.Evaluate): its
+// window pending through a scale-up reads WindowPending, not WorkersUnhealthy.
 func triggerReason(t broker.Trigger, st trigger.State, workersHealthy bool) string {
 	switch {
 	case st.Active:
 		return "Sustained"
-	case (t == broker.OldestAvailableAge || t == broker.Throughput) && !workersHealthy:
+	case t == broker.OldestAvailableAge && !workersHealthy:
+		return "WorkersUnhealthy"
+	case t == broker.Throughput && !workersHealthy && st.AboveSince.IsZero():
 		return "WorkersUnhealthy"
 	case !st.LastValid:
 		return "NoData"

@@ -8,8 +8,9 @@ package trigger
 import "time"
 
 // Observation is one evaluation of a signal over the interval [Start, End]. Valid is false when
-// the signal could not be computed (scrape failure, no sample to diff against, no claims, or —
-// for the age and throughput triggers — unhealthy workers); an invalid observation restarts any
+// the signal could not be computed (scrape failure, no sample to diff against, no claims) or
+// would not measure the load (for the age trigger, unhealthy workers; for the throughput trigger,
+// a rate at or below its threshold with unhealthy workers); an invalid observation restarts any
 // pending window, so a gap in the data can never complete a window, and it never clears a fired
 // trigger either.
 type Observation struct {
