@@ -141,7 +141,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	var scrapeErrs []string
 	if p := mon.Spec.Prometheus; p != nil {
 		var sig scrape.Signals
-		sig, scrapeErrs = r.queryPrometheus(ctx, p, settings, prevRound, now, interval)
+		sig, scrapeErrs = r.queryPrometheus(ctx, p, settings, prevRound, now, interval, workers.reason == reasonScaledToZero)
 		res = st.eval.EvaluateSignals(settings, sig, workers.healthy)
 	} else {
 		var samples map[string]scrape.Sample
@@ -200,6 +200,11 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.publishMetrics(key, nil)
 }
 
+// reasonScaledToZero is the WorkersHealthy reason of a dispatcher Deployment scaled to zero
+// replicas (the restore runbook scales every service to zero; an operator may stop it): no pod
+// exports a series then, and none is expected.
+const reasonScaledToZero = "ScaledToZero"
+
 // workerStatus is the dispatcher Deployment's health and the selector of its pods.
 type workerStatus struct {
 	healthy         bool
@@ -228,7 +233,7 @@ func (r *Reconciler) workers(ctx context.Context, mon *v1alpha1.OutboxMonitor) w
 		ws.ready = dep.Status.AvailableReplicas
 		switch {
 		case ws.desired == 0:
-			ws.reason, ws.message = "ScaledToZero", "the dispatcher deployment is scaled to zero replicas"
+			ws.reason, ws.message = reasonScaledToZero, "the dispatcher deployment is scaled to zero replicas"
 		case ws.ready < ws.desired:
 			ws.reason, ws.message = "ReplicasUnavailable", fmt.Sprintf("%d of %d dispatcher replicas available", ws.ready, ws.desired)
 		default:

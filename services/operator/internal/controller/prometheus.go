@@ -19,9 +19,11 @@ import (
 // leaves no latency), but the dispatcher always exports the throughput counter and the age
 // gauge, so a round in which every query came back empty means the selector matches none of its
 // series: that is reported as a failure too, or the triggers would sit at NoData for good, which
-// reads like health.
+// reads like health. Unless scaledToZero: with the dispatcher Deployment scaled to zero replicas
+// no pod exports a series, so an empty round is what a right selector returns (the
+// WorkersHealthy condition says ScaledToZero).
 func (r *Reconciler) queryPrometheus(ctx context.Context, p *v1alpha1.PrometheusSource, s broker.Settings,
-	prevRound, now time.Time, interval time.Duration) (scrape.Signals, []string) {
+	prevRound, now time.Time, interval time.Duration, scaledToZero bool) (scrape.Signals, []string) {
 	window := 2 * time.Minute
 	if p.RateWindow != nil && p.RateWindow.Duration > 0 {
 		window = p.RateWindow.Duration
@@ -55,7 +57,7 @@ func (r *Reconciler) queryPrometheus(ctx context.Context, p *v1alpha1.Prometheus
 	sig.Throughput, sig.ThroughputValid = query("throughput", exprs.Throughput)
 	sig.OldestAge, sig.OldestAgeValid = query("oldest available age", exprs.OldestAge)
 	r.Metrics.scrapeSeconds.Observe(r.now().Sub(start).Seconds())
-	if empty == 3 { // all three
+	if empty == 3 && !scaledToZero { // all three
 		r.Metrics.scrapes.WithLabelValues("failure").Add(3)
 		errs = append(errs, fmt.Sprintf("prometheus: no query returned any series: spec.prometheus.selector {%s} matches none of the dispatcher's series, or Prometheus does not scrape them", p.Selector))
 	}

@@ -12,8 +12,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -109,28 +112,45 @@ func TestReconcilerReadsPrometheus(t *testing.T) {
 
 // TestReconcilerReportsASelectorMatchingNothing: a round in which every query came back empty
 // (the selector matches none of the dispatcher's series) is a reported scrape failure, not a
-// quiet NoData; a round in which only some are empty (no claims in the rate window) is not.
+// quiet NoData; a round in which only some are empty (no claims in the rate window) is not, nor
+// is an empty round while the dispatcher Deployment is scaled to zero (no pod exports a series).
 func TestReconcilerReportsASelectorMatchingNothing(t *testing.T) {
 	t.Parallel()
 	ns := newNamespace(t)
 	d := newFakeDispatcher(t) // only for the Deployment's health
 	dispatcherFixture(t, ns, d.port(t))
+	// A second dispatcher Deployment, scaled to zero (as the restore runbook leaves it).
+	labels := map[string]string{"app.kubernetes.io/component": "stopped-dispatcher"}
+	stopped := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "stopped-dispatcher", Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](0),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "dispatcher", Image: "dispatcher"}}},
+			},
+		},
+	}
+	must(t, testClient.Create(context.Background(), stopped))
 	tests := []struct {
-		name     string
-		values   map[string]string // metric → value; the others answer an empty vector
-		wantErr  bool
-		failures float64
+		name       string
+		deployment string            // the dispatcher Deployment: "dispatcher" has its replica available
+		values     map[string]string // metric → value; the others answer an empty vector
+		wantErr    bool
+		failures   float64
 	}{
-		{"every query empty", map[string]string{}, true, 3},
-		{"no claims in the rate window", map[string]string{
+		{"every query empty", "dispatcher", map[string]string{}, true, 3},
+		{"no claims in the rate window", "dispatcher", map[string]string{
 			"boardreadyops_outbox_effects_processed_total":             "0",
 			"boardreadyops_outbox_oldest_available_effect_age_seconds": "0",
 		}, false, 0},
-		{"every query answered", map[string]string{
+		{"every query answered", "dispatcher", map[string]string{
 			"boardreadyops_outbox_claim_duration_seconds_bucket":       "0.01",
 			"boardreadyops_outbox_effects_processed_total":             "10",
 			"boardreadyops_outbox_oldest_available_effect_age_seconds": "1",
 		}, false, 0},
+		{"every query empty, the dispatcher scaled to zero", stopped.Name, map[string]string{}, false, 0},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +162,7 @@ func TestReconcilerReportsASelectorMatchingNothing(t *testing.T) {
 			mon := &v1alpha1.OutboxMonitor{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("m-%d", i), Namespace: ns},
 				Spec: v1alpha1.OutboxMonitorSpec{
-					Dispatcher: v1alpha1.DispatcherTarget{DeploymentName: "dispatcher"},
+					Dispatcher: v1alpha1.DispatcherTarget{DeploymentName: tt.deployment},
 					Prometheus: &v1alpha1.PrometheusSource{URL: srv.URL, Selector: `job="nothing"`},
 				},
 			}
@@ -167,6 +187,13 @@ func TestReconcilerReportsASelectorMatchingNothing(t *testing.T) {
 			}
 			if f := testutil.ToFloat64(r.Metrics.scrapes.WithLabelValues("failure")); f != 2*tt.failures {
 				t.Errorf("failed scrapes = %v, want %v over two rounds", f, 2*tt.failures)
+			}
+			wantWorkers := "AllReplicasAvailable"
+			if tt.deployment == stopped.Name {
+				wantWorkers = reasonScaledToZero
+			}
+			if c := meta.FindStatusCondition(got.Status.Conditions, v1alpha1.ConditionWorkersHealthy); c == nil || c.Reason != wantWorkers {
+				t.Errorf("workers condition %+v, want reason %s", c, wantWorkers)
 			}
 		})
 	}
