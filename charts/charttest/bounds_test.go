@@ -41,8 +41,9 @@ type boundRow struct {
 	// "outboxmonitor" is a server-side dry run of the OutboxMonitor against envtest's API server.
 	target string
 	// refused are settings the bad values render to (environment variables, or for redeliver
-	// and outboxmonitor the argument or field), laid over the first good value's rendering: the
-	// target must refuse each, so the chart's bound is the code's bound.
+	// the argument, for outboxmonitor the field's dotted path under spec), laid over the first
+	// good value's rendering: the target must refuse each, so the chart's bound is the code's
+	// bound.
 	refused []map[string]string
 }
 
@@ -144,6 +145,45 @@ var boundRows = []boundRow{{
 	good:    []string{"operator: {monitor: {scrapeInterval: 1s}}", "operator: {monitor: {scrapeInterval: 10m}}", "operator: {monitor: {create: false, scrapeInterval: 1h}}"},
 	target:  "outboxmonitor",
 	refused: []map[string]string{{"scrapeInterval": "999ms"}, {"scrapeInterval": "10m1s"}},
+}, {
+	// The CRD refuses windows of 0s since 6bed8db; the chart's OutboxMonitor is a post-upgrade
+	// hook, so such a value would fail helm upgrade after the Deployments rolled.
+	name: "operator.monitor.triggers windows more than 0 and at most 24h",
+	bad: []string{"operator: {monitor: {triggers: {throughput: {window: 0s}}}}", "operator: {monitor: {triggers: {claimLatency: {window: 0s}}}}",
+		`operator: {monitor: {triggers: {oldestAvailableAge: {window: "0"}}}}`, "operator: {monitor: {triggers: {throughput: {window: 24h0m0.000000001s}}}}",
+		"operator: {monitor: {triggers: {claimLatency: {window: 1441m}}}}"},
+	want: []string{"operator.monitor.triggers.", ".window", "more than 0 and at most 24h"},
+	good: []string{"operator: {monitor: {triggers: {claimLatency: {window: 1ns}, oldestAvailableAge: {window: 24h}, throughput: {window: 1440m}}}}",
+		"operator: {monitor: {triggers: {throughput: {window: 15m}, clearWindow: 5m}}}", "operator: {monitor: {create: false, triggers: {throughput: {window: 0s}}}}"},
+	target: "outboxmonitor",
+	refused: []map[string]string{{"triggers.throughput.window": "0s"}, {"triggers.claimLatency.window": "0s"},
+		{"triggers.oldestAvailableAge.window": "24h0m0.000000001s"}},
+}, {
+	name: "operator.monitor.triggers thresholds more than 0 and at most 1h (latency) or 24h (age)",
+	bad: []string{"operator: {monitor: {triggers: {claimLatency: {threshold: 0s}}}}", "operator: {monitor: {triggers: {claimLatency: {threshold: 1h0m0.001s}}}}",
+		"operator: {monitor: {triggers: {oldestAvailableAge: {threshold: 0ms}}}}", "operator: {monitor: {triggers: {oldestAvailableAge: {threshold: 24h1s}}}}"},
+	want: []string{"operator.monitor.triggers.", ".threshold", "more than 0 and at most"},
+	good: []string{"operator: {monitor: {triggers: {claimLatency: {threshold: 1h}, oldestAvailableAge: {threshold: 24h}}}}",
+		"operator: {monitor: {triggers: {claimLatency: {threshold: 1ns}, oldestAvailableAge: {threshold: 1ns}}}}"},
+	target: "outboxmonitor",
+	refused: []map[string]string{{"triggers.claimLatency.threshold": "0s"}, {"triggers.claimLatency.threshold": "1h0m0.001s"},
+		{"triggers.oldestAvailableAge.threshold": "0ms"}, {"triggers.oldestAvailableAge.threshold": "24h1s"}},
+}, {
+	name:    "operator.monitor.triggers.clearWindow at most 24h",
+	bad:     []string{"operator: {monitor: {triggers: {clearWindow: 24h1s}}}", "operator: {monitor: {triggers: {clearWindow: 1441m}}}"},
+	want:    []string{"operator.monitor.triggers.clearWindow", "at most 24h"},
+	good:    []string{"operator: {monitor: {triggers: {clearWindow: 24h}}}", "operator: {monitor: {triggers: {clearWindow: 0s}}}"},
+	target:  "outboxmonitor",
+	refused: []map[string]string{{"triggers.clearWindow": "24h1s"}},
+}, {
+	name: "operator.monitor.prometheus.rateWindow between 10s and 1h",
+	bad: []string{`operator: {monitor: {prometheus: {url: "http://prometheus:9090", selector: 'job="d"', rateWindow: 9s}}}`,
+		`operator: {monitor: {prometheus: {url: "http://prometheus:9090", selector: 'job="d"', rateWindow: 1h1s}}}`},
+	want: []string{"operator.monitor.prometheus.rateWindow", "at least 10s and at most 1h"},
+	good: []string{`operator: {monitor: {prometheus: {url: "http://prometheus:9090", selector: 'job="d"', rateWindow: 10s}}}`,
+		`operator: {monitor: {prometheus: {url: "http://prometheus:9090", selector: 'job="d"', rateWindow: 1h}}}`},
+	target:  "outboxmonitor",
+	refused: []map[string]string{{"prometheus.rateWindow": "9s"}, {"prometheus.rateWindow": "1h0m1s"}},
 }, {
 	name:    "redeliver.since more than 0 and at most 72h",
 	bad:     []string{"redeliver: {enabled: true, since: 73h}", "redeliver: {enabled: true, since: 72h0m1s}", "redeliver: {enabled: true, since: 0s}"},
@@ -282,7 +322,7 @@ func checkTarget(t *testing.T, bin, target string, vals map[string]any, patch st
 			found = true
 			u := o.u.DeepCopy()
 			for k, v := range over {
-				if err := unstructured.SetNestedField(u.Object, v, "spec", k); err != nil {
+				if err := unstructured.SetNestedField(u.Object, v, append([]string{"spec"}, strings.Split(k, ".")...)...); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -292,7 +332,7 @@ func checkTarget(t *testing.T, bin, target string, vals map[string]any, patch st
 				t.Errorf("%s: the API server refuses the OutboxMonitor: %v", what, err)
 			case over != nil && err == nil:
 				t.Errorf("%s: the API server accepts the OutboxMonitor, so the chart need not refuse it", what)
-			case over != nil && !strings.Contains(err.Error(), "scrapeInterval"):
+			case over != nil && !slices.ContainsFunc(slices.Collect(maps.Keys(over)), func(k string) bool { return strings.Contains(err.Error(), "spec."+k+":") }):
 				t.Errorf("%s: the API server refuses the OutboxMonitor for another reason: %v", what, err)
 			}
 		}
