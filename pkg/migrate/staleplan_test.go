@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 )
@@ -42,16 +43,7 @@ func TestStaleCountsReadTheStatusIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool, plans := pgtest.NewPlansPool(t, setup.Config().ConnString(), 1)
-	rows, err := pool.Query(ctx, `SELECT status, stale FROM boardreadyops_release_run_stale_counts('15 minutes')`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]int64{}
-	var state string
-	var n int64
-	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { got[state] = n; return nil }); err != nil {
-		t.Fatal(err)
-	}
+	got := staleCounts(t, pool, "15 minutes")
 	want := map[string]int64{"requested": 0, "check_pending": 0, "dispatching": 0, "running": 3, "blocked": 0}
 	if !maps.Equal(got, want) {
 		t.Errorf("stale counts %v, want %v", got, want)
@@ -109,7 +101,15 @@ func TestStaleCountsCountFromTheLastChange(t *testing.T) {
 			want[r.status]++
 		}
 	}
-	rows, err := pool.Query(ctx, `SELECT status, stale FROM boardreadyops_release_run_stale_counts('1 hour')`)
+	if got := staleCounts(t, pool, "1 hour"); !maps.Equal(got, want) {
+		t.Errorf("stale counts %v, want %v", got, want)
+	}
+}
+
+// staleCounts is boardreadyops_release_run_stale_counts(threshold) by state.
+func staleCounts(t *testing.T, pool *pgxpool.Pool, threshold string) map[string]int64 {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT status, stale FROM boardreadyops_release_run_stale_counts($1::interval)`, threshold)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,5 @@ func TestStaleCountsCountFromTheLastChange(t *testing.T) {
 	if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { got[state] = n; return nil }); err != nil {
 		t.Fatal(err)
 	}
-	if !maps.Equal(got, want) {
-		t.Errorf("stale counts %v, want %v", got, want)
-	}
+	return got
 }

@@ -16,14 +16,7 @@ func anchor(heading string) string {
 
 func TestEveryRunbookLinkResolves(t *testing.T) {
 	t.Parallel()
-	rules, err := os.ReadFile("../../../charts/boardreadyops/rules/boardreadyops.rules.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := os.ReadFile("../../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, ops := rulesAndRunbooks(t)
 	anchors := map[string]bool{}
 	for _, line := range strings.Split(string(ops), "\n") {
 		if h, ok := strings.CutPrefix(line, "## "); ok {
@@ -49,14 +42,7 @@ func TestEveryRunbookLinkResolves(t *testing.T) {
 // another, once left lifecycle's and ingest's alerts without a step of their own).
 func TestEveryAlertIsNamedInItsRunbook(t *testing.T) {
 	t.Parallel()
-	rules, err := os.ReadFile("../../../charts/boardreadyops/rules/boardreadyops.rules.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ops, err := os.ReadFile("../../../docs/operations.md")
-	if err != nil {
-		t.Fatal(err)
-	}
+	rules, ops := rulesAndRunbooks(t)
 	sections := map[string]string{}
 	var current string
 	for _, line := range strings.Split(string(ops), "\n") {
@@ -76,4 +62,18 @@ func TestEveryAlertIsNamedInItsRunbook(t *testing.T) {
 			t.Errorf("%s links #%s, which does not name it", a[1], a[2])
 		}
 	}
+}
+
+// rulesAndRunbooks reads the alert rules and docs/operations.md, where their runbooks are.
+func rulesAndRunbooks(t *testing.T) (rules, ops []byte) {
+	t.Helper()
+	rules, err := os.ReadFile("../../../charts/boardreadyops/rules/boardreadyops.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err = os.ReadFile("../../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules, ops
 }

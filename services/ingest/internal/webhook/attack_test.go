@@ -229,6 +229,22 @@ func testutilCount(t *testing.T, e *env, result string) int {
 }
 
 // groupStore is the store as ingest runs it by default: deliveries committed in groups.
+// inBothStoreModes runs f in parallel subtests, on a handler that stores each delivery alone and
+// on one that stores them in group commits.
+func inBothStoreModes(t *testing.T, f func(t *testing.T, e *env)) {
+	t.Helper()
+	for _, grouped := range []bool{false, true} {
+		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
+			t.Parallel()
+			f(t, setupWith(t, func(e *env, o *webhook.Options) {
+				if grouped {
+					o.Store = groupStore(t, e)
+				}
+			}))
+		})
+	}
+}
+
 func groupStore(t *testing.T, e *env) webhook.Store {
 	t.Helper()
 	g := groupcommit.New(e.pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
@@ -244,98 +260,82 @@ func groupStore(t *testing.T, e *env) webhook.Store {
 // redelivery (the same delivery id) is still a plain duplicate.
 func TestReplayUnderNewDeliveryIDWritesNothing(t *testing.T) {
 	t.Parallel()
-	for _, grouped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
-			t.Parallel()
-			e := setupWith(t, func(e *env, o *webhook.Options) {
-				if grouped {
-					o.Store = groupStore(t, e)
-				}
-			})
-			body := fixture(t, "check_run.rerequested")
-			if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusAccepted {
-				t.Fatalf("original: %d", status)
-			}
-			status, _, resp := e.send(t, req{event: "check_run", delivery: "fresh-id-2", body: body})
-			if status != http.StatusOK || resp["status"] != webhook.ResultDuplicate {
-				t.Fatalf("replay: %d %v, want 200 duplicate", status, resp)
-			}
-			if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusOK {
-				t.Fatalf("GitHub's redelivery: %d, want 200", status)
-			}
-			if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
-				t.Fatalf("%d inbox rows and %d jobs, want the original only", inbox, jobs)
-			}
-			if testutilCount(t, e, webhook.ResultReplayed) != 1 || testutilCount(t, e, webhook.ResultDuplicate) != 1 {
-				t.Fatalf("replayed %d duplicate %d, want 1 and 1", testutilCount(t, e, webhook.ResultReplayed), testutilCount(t, e, webhook.ResultDuplicate))
-			}
-			logs := e.logs.String()
-			if strings.Count(logs, "replayed under a new delivery id") != 1 || !strings.Contains(logs, "delivery_id=fresh-id-2") {
-				t.Fatalf("replay not logged once with its delivery id:\n%s", logs)
-			}
-			if strings.Contains(logs, "octocat") || strings.Contains(logs, "rerequested") || strings.Contains(logs, "check_run\":") {
-				t.Fatalf("log carries the body:\n%s", logs)
-			}
+	inBothStoreModes(t, func(t *testing.T, e *env) {
+		body := fixture(t, "check_run.rerequested")
+		if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusAccepted {
+			t.Fatalf("original: %d", status)
+		}
+		status, _, resp := e.send(t, req{event: "check_run", delivery: "fresh-id-2", body: body})
+		if status != http.StatusOK || resp["status"] != webhook.ResultDuplicate {
+			t.Fatalf("replay: %d %v, want 200 duplicate", status, resp)
+		}
+		if status, _, _ := e.send(t, req{event: "check_run", delivery: "original-1", body: body}); status != http.StatusOK {
+			t.Fatalf("GitHub's redelivery: %d, want 200", status)
+		}
+		if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
+			t.Fatalf("%d inbox rows and %d jobs, want the original only", inbox, jobs)
+		}
+		if testutilCount(t, e, webhook.ResultReplayed) != 1 || testutilCount(t, e, webhook.ResultDuplicate) != 1 {
+			t.Fatalf("replayed %d duplicate %d, want 1 and 1", testutilCount(t, e, webhook.ResultReplayed), testutilCount(t, e, webhook.ResultDuplicate))
+		}
+		logs := e.logs.String()
+		if strings.Count(logs, "replayed under a new delivery id") != 1 || !strings.Contains(logs, "delivery_id=fresh-id-2") {
+			t.Fatalf("replay not logged once with its delivery id:\n%s", logs)
+		}
+		if strings.Contains(logs, "octocat") || strings.Contains(logs, "rerequested") || strings.Contains(logs, "check_run\":") {
+			t.Fatalf("log carries the body:\n%s", logs)
+		}
 
-			// An ignored event's body is remembered too.
-			issues := []byte(`{"action":"opened","issue":{"number":1}}`)
-			if status, _, resp := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted || resp["status"] != "ignored" {
-				t.Fatalf("ignored event: %d %v", status, resp)
-			}
-			if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted {
-				t.Fatalf("GitHub's redelivery of an ignored event: %d", status)
-			}
-			if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-2", body: issues}); status != http.StatusOK {
-				t.Fatalf("replayed ignored event: %d, want 200", status)
-			}
-			// ... and under another event's name it is still the same body.
-			if status, _, _ := e.send(t, req{event: "check_run", delivery: "fresh-id-3", body: issues}); status == http.StatusAccepted {
-				t.Fatal("an ignored event's body was accepted under another event")
-			}
-			if testutilCount(t, e, webhook.ResultReplayed) != 2 {
-				t.Fatalf("replayed %d, want 2", testutilCount(t, e, webhook.ResultReplayed))
-			}
-		})
-	}
+		// An ignored event's body is remembered too.
+		issues := []byte(`{"action":"opened","issue":{"number":1}}`)
+		if status, _, resp := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted || resp["status"] != "ignored" {
+			t.Fatalf("ignored event: %d %v", status, resp)
+		}
+		if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-1", body: issues}); status != http.StatusAccepted {
+			t.Fatalf("GitHub's redelivery of an ignored event: %d", status)
+		}
+		if status, _, _ := e.send(t, req{event: "issues", delivery: "issues-2", body: issues}); status != http.StatusOK {
+			t.Fatalf("replayed ignored event: %d, want 200", status)
+		}
+		// ... and under another event's name it is still the same body.
+		if status, _, _ := e.send(t, req{event: "check_run", delivery: "fresh-id-3", body: issues}); status == http.StatusAccepted {
+			t.Fatal("an ignored event's body was accepted under another event")
+		}
+		if testutilCount(t, e, webhook.ResultReplayed) != 2 {
+			t.Fatalf("replayed %d, want 2", testutilCount(t, e, webhook.ResultReplayed))
+		}
+	})
 }
 
 // Replays racing each other and the original: of twenty deliveries of one body under twenty
 // delivery ids, exactly one is stored.
 func TestConcurrentReplaysStoreOne(t *testing.T) {
 	t.Parallel()
-	for _, grouped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
-			t.Parallel()
-			e := setupWith(t, func(e *env, o *webhook.Options) {
-				if grouped {
-					o.Store = groupStore(t, e)
-				}
-			})
-			body := fixture(t, "installation.created")
-			statuses := make(chan int, 20)
-			var wg sync.WaitGroup
-			for i := 0; i < 20; i++ {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					status, _, _ := e.send(t, req{event: "installation", delivery: fmt.Sprintf("race-%02d", i), body: body})
-					statuses <- status
-				}()
-			}
-			wg.Wait()
-			close(statuses)
-			counts := map[int]int{}
-			for s := range statuses {
-				counts[s]++
-			}
-			if counts[202] != 1 || counts[200] != 19 {
-				t.Fatalf("statuses %v, want one 202 and nineteen 200", counts)
-			}
-			if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
-				t.Fatalf("%d inbox rows, %d jobs", inbox, jobs)
-			}
-		})
-	}
+	inBothStoreModes(t, func(t *testing.T, e *env) {
+		body := fixture(t, "installation.created")
+		statuses := make(chan int, 20)
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				status, _, _ := e.send(t, req{event: "installation", delivery: fmt.Sprintf("race-%02d", i), body: body})
+				statuses <- status
+			}()
+		}
+		wg.Wait()
+		close(statuses)
+		counts := map[int]int{}
+		for s := range statuses {
+			counts[s]++
+		}
+		if counts[202] != 1 || counts[200] != 19 {
+			t.Fatalf("statuses %v, want one 202 and nineteen 200", counts)
+		}
+		if inbox, jobs := e.rows(t); inbox != 1 || jobs != 1 {
+			t.Fatalf("%d inbox rows, %d jobs", inbox, jobs)
+		}
+	})
 }
 
 // The largest delivery GitHub sends (25 MiB) still fits the smallest budget: the buffer's growth
@@ -359,25 +359,17 @@ func TestMaximalDeliveryFitsTheSmallestBudget(t *testing.T) {
 // event's shape, so it was stored as a repository deletion. In both store modes.
 func TestIgnoredBodyResentAsAnotherEventWritesNothing(t *testing.T) {
 	t.Parallel()
-	for _, grouped := range []bool{false, true} {
-		t.Run(fmt.Sprintf("group commit %v", grouped), func(t *testing.T) {
-			t.Parallel()
-			e := setupWith(t, func(e *env, o *webhook.Options) {
-				if grouped {
-					o.Store = groupStore(t, e)
-				}
-			})
-			body := []byte(`{"action":"deleted","label":{"id":1,"name":"bug"},"repository":{"id":42,"full_name":"octo-org/hello-world"},"installation":{"id":7}}`)
-			if status, _, resp := e.send(t, req{event: "label", delivery: "label-1", body: body}); status != http.StatusAccepted || resp["status"] != "ignored" {
-				t.Fatalf("label event: %d %v, want 202 ignored", status, resp)
-			}
-			status, _, resp := e.send(t, req{event: "repository", delivery: "label-1", body: body})
-			if status == http.StatusAccepted {
-				t.Fatalf("the label body resent as a repository event: %d %v, want it refused", status, resp)
-			}
-			if inbox, jobs := e.rows(t); inbox != 0 || jobs != 0 {
-				t.Fatalf("%d inbox rows and %d jobs, want none", inbox, jobs)
-			}
-		})
-	}
+	inBothStoreModes(t, func(t *testing.T, e *env) {
+		body := []byte(`{"action":"deleted","label":{"id":1,"name":"bug"},"repository":{"id":42,"full_name":"octo-org/hello-world"},"installation":{"id":7}}`)
+		if status, _, resp := e.send(t, req{event: "label", delivery: "label-1", body: body}); status != http.StatusAccepted || resp["status"] != "ignored" {
+			t.Fatalf("label event: %d %v, want 202 ignored", status, resp)
+		}
+		status, _, resp := e.send(t, req{event: "repository", delivery: "label-1", body: body})
+		if status == http.StatusAccepted {
+			t.Fatalf("the label body resent as a repository event: %d %v, want it refused", status, resp)
+		}
+		if inbox, jobs := e.rows(t); inbox != 0 || jobs != 0 {
+			t.Fatalf("%d inbox rows and %d jobs, want none", inbox, jobs)
+		}
+	})
 }
