@@ -60,6 +60,7 @@ func TestSchemaRejectsTyposAndWrongTypes(t *testing.T) {
 		{"retention interval of 0s", `retention: {interval: "0s"}`, "interval"},
 		{"retention lease under a second", `retention: {lease: "500ms"}`, "lease"},
 		{"API URL without trailing slash", "github: {apiURL: https://ghe.example.com/api/v3}", "apiURL"},
+		{"API URL without a host (the dispatcher refuses it at start)", "github: {apiURL: 'http:///api/v3/'}", "apiURL"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
