@@ -159,7 +159,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 		return nil
 	}
 	rd := newReadiness(reg, ready, logger)
-	rctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	rctx, cancel := context.WithTimeout(ctx, opsserver.ReadyTimeout)
 	_ = rd.check(rctx) // the gauge is current from the first scrape
 	cancel()
 	ops, err := opsserver.New(cfg.Common.MetricsAddr, reg, rd.check, logger)

@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/boardreadyops/cloud/pkg/opsserver"
 )
 
 // readyInterval is how often a service checks its own readiness, besides every /readyz.
 const readyInterval = 5 * time.Second
-
-// readyTimeout bounds one background check, as opsserver bounds one /readyz.
-const readyTimeout = 2 * time.Second
 
 // readiness runs a service's readiness check and exports its outcome as boardreadyops_ready.
 //
@@ -73,7 +72,7 @@ func (r *readiness) watch(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		cctx, cancel := context.WithTimeout(ctx, readyTimeout)
+		cctx, cancel := context.WithTimeout(ctx, opsserver.ReadyTimeout)
 		_ = r.check(cctx)
 		cancel()
 		select {

@@ -26,8 +26,9 @@ type Server struct {
 	logger   *slog.Logger
 }
 
-// readyTimeout bounds one readiness check so a hung database makes /readyz fail, not hang.
-const readyTimeout = 2 * time.Second
+// ReadyTimeout bounds one readiness check so a hung database makes /readyz fail, not hang (the
+// services' background checks use it too).
+const ReadyTimeout = 2 * time.Second
 
 // New listens on addr (":0" picks a free port) and prepares the handlers. The registry is
 // gathered on each scrape; ready is called on each /readyz.
@@ -42,7 +43,7 @@ func New(addr string, gatherer prometheus.Gatherer, ready ReadyFunc, logger *slo
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := ready(ctx); err != nil {
