@@ -28,7 +28,6 @@ import (
 const (
 	installationID = 70001
 	repository     = "demo-org/rocket"
-	sha            = "3f786850e387550fdab836ed7e6dc881de23001b"
 )
 
 // repositoryID is the id the simulator gives the repository it creates on first use, so that its
@@ -89,7 +88,10 @@ func run(ctx context.Context, ingestURL, secretFile, dbURL string, appID int64) 
 	}
 	for _, tag := range []string{good, flaky} {
 		step("GitHub: tag " + tag + " pushed to " + repository)
-		if err := d.send(ctx, "push", map[string]any{"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40), "after": sha,
+		// The commit the simulator's tag points at (githubsim --auto-tags): the dispatcher reads it
+		// before each dispatch.
+		if err := d.send(ctx, "push", map[string]any{"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40),
+			"after":   githubsim.AutoTagCommit(repository, tag),
 			"created": true, "deleted": false, "repository": repo, "installation": map[string]any{"id": installationID}}); err != nil {
 			return err
 		}
@@ -113,7 +115,7 @@ func run(ctx context.Context, ingestURL, secretFile, dbURL string, appID int64) 
 			step("GitHub: someone presses \"Re-run\" on the failed check run of " + flaky)
 			if err := d.send(ctx, "check_run", map[string]any{"action": "rerequested", "repository": repo,
 				"installation": map[string]any{"id": installationID},
-				"check_run": map[string]any{"id": f.CheckRunID, "external_id": f.ID, "name": "BoardReadyOps release", "head_sha": sha,
+				"check_run": map[string]any{"id": f.CheckRunID, "external_id": f.ID, "name": "BoardReadyOps release", "head_sha": githubsim.AutoTagCommit(repository, flaky),
 					"status": "completed", "conclusion": "failure", "app": map[string]any{"id": appID}}}); err != nil {
 				return err
 			}

@@ -41,6 +41,7 @@ func run() error {
 	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
 	retain := flag.Int("retain-finished", 0, "keep at most this many finished check runs and workflow runs, forgetting the oldest (0: all, as GitHub); for runs of millions")
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
+	autoTags := flag.Bool("auto-tags", true, "every tag exists, at githubsim.AutoTagCommit(repository, tag): the commit the load tool and the demo push it at")
 	senders := flag.Int("webhook-senders", 8, "webhooks sent at once (GitHub sends many deliveries concurrently)")
 	var limits githubsim.Limits
 	flag.IntVar(&limits.Budget, "budget", 0, "primary budget of each installation per hour, reported in x-ratelimit headers (0: unlimited)")
@@ -71,7 +72,7 @@ func run() error {
 		}
 		secret = []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	}
-	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, WebhookURL: *webhookURL,
+	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, AutoTags: *autoTags, WebhookURL: *webhookURL,
 		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, WebhookSenders: *senders, Logger: logger}
 	if *failTags != "" {
 		var mu sync.Mutex

@@ -346,9 +346,12 @@ func sendPushes(ctx context.Context, url string, secret []byte, n, repos, instal
 // it was answered 202.
 func postPush(ctx context.Context, client *http.Client, url string, secret []byte, stamp int64, i, repos, installations int) bool {
 	r := i % repos
+	tag, fullName := fmt.Sprintf("v1.%d.0", i), fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)
 	body, _ := json.Marshal(map[string]any{
-		"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40),
-		"after": fmt.Sprintf("%040x", i+1), "created": true, "deleted": false,
+		// At the commit the simulator's tag points at (githubsim --auto-tags), which the dispatcher
+		// reads before each dispatch.
+		"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40),
+		"after": githubsim.AutoTagCommit(fullName, tag), "created": true, "deleted": false,
 		"installation": map[string]any{"id": 60000 + r%installations},
 		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("load-org-%d/repo-%d", r%installations, r)), "name": fmt.Sprintf("repo-%d", r),
 			"full_name":      fmt.Sprintf("load-org-%d/repo-%d", r%installations, r),

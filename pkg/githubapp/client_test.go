@@ -41,6 +41,8 @@ func setup(t *testing.T, timeout time.Duration) *env {
 		"boardreadyops-release.yml": githubsim.ReleaseWorkflow(),
 		"ci.yml":                    {Dispatchable: false},
 	})
+	sim.SetTag(repo, "v1", sha)
+	sim.SetTag(repo, "v1.0.0", sha)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
 	c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: timeout})

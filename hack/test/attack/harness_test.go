@@ -211,6 +211,21 @@ func (p *product) deliver(t *testing.T, event, delivery, contentType string, bod
 func (p *product) mustDeliver(t *testing.T, event, delivery string, payload any) []byte {
 	t.Helper()
 	body := encode(payload)
+	// A genuine tag push: the tag exists on GitHub, where the dispatcher reads it before dispatching.
+	if m, ok := payload.(map[string]any); ok && event == "push" {
+		repo, _ := m["repository"].(map[string]any)
+		ref, _ := m["ref"].(string)
+		commit, _ := m["after"].(string)
+		if hc, ok := m["head_commit"].(map[string]any); ok {
+			if id, ok := hc["id"].(string); ok && id != "" {
+				commit = id // the tagged commit: an annotated tag's after is the tag object
+			}
+		}
+		name, _ := repo["full_name"].(string)
+		if tag, isTag := strings.CutPrefix(ref, "refs/tags/"); isTag && name != "" {
+			p.sim.SetTag(name, tag, commit)
+		}
+	}
 	if code := p.deliver(t, event, delivery, "", body); code != http.StatusAccepted {
 		t.Fatalf("genuine %s delivery: %d", event, code)
 	}

@@ -197,7 +197,7 @@ func TestCluster(t *testing.T) {
 
 	ingestIP := strings.TrimSpace(kubectl("-n", namespace, "get", "service", prefix+"ingest", "-o", "jsonpath={.spec.clusterIP}"))
 	webhookURL := "http://" + ingestIP + "/webhook"
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: githubsim.TagsAt(pushedSHA),
 		WebhookURL: webhookURL, WebhookSecret: secret, RunDelay: 200 * time.Millisecond})
 	t.Cleanup(sim.Close)
 	var h http.Handler = sim

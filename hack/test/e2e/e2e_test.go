@@ -28,6 +28,9 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const appID = 4242
 
+// pushedSHA is the commit every tag the test pushes points at (the simulator's tags, githubsim.TagsAt).
+const pushedSHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+
 // build compiles the services once per test run.
 func build(t *testing.T, dir string) {
 	t.Helper()
@@ -92,7 +95,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 
 	pub, secret, keyFile, secretFile := appCredentials(t, dir)
 	ingestAddr := proctest.FreeAddr(t)
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: githubsim.TagsAt(pushedSHA),
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
 	defer sim.Close()
 	gh := httptest.NewServer(sim)
@@ -106,7 +109,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	for r := 0; r < repos; r++ {
 		for i := 0; i < tags; i++ {
 			send("push", map[string]any{
-				"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+				"ref": fmt.Sprintf("refs/tags/v1.%d.0", i), "before": strings.Repeat("0", 40), "after": pushedSHA,
 				"created": true, "deleted": false, "installation": map[string]any{"id": 5000 + r%2},
 				"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%2, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
 					"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}},

@@ -148,7 +148,7 @@ func releaseLoop(t *testing.T, dir, checkURL, serviceURL string, extraEnv []stri
 		t.Fatal(err)
 	}
 	ingestAddr := proctest.FreeAddr(t)
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: githubsim.TagsAt(pushedSHA),
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
 	defer sim.Close()
 	gh := httptest.NewServer(sim)
@@ -221,7 +221,7 @@ func releaseLoop(t *testing.T, dir, checkURL, serviceURL string, extraEnv []stri
 // postPush sends one signed release-tag push for repository r and returns the status code.
 func postPush(secret []byte, ingestAddr string, r, tag int) int {
 	body, _ := json.Marshal(map[string]any{
-		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"ref": fmt.Sprintf("refs/tags/v1.%d.0", tag), "before": strings.Repeat("0", 40), "after": pushedSHA,
 		"created": true, "deleted": false, "installation": map[string]any{"id": 6000 + r%2},
 		"repository": map[string]any{"id": githubsim.RepositoryID(fmt.Sprintf("org-%d/repo-%d", r%2, r)), "name": fmt.Sprintf("repo-%d", r), "full_name": fmt.Sprintf("org-%d/repo-%d", r%2, r),
 			"default_branch": "main", "owner": map[string]any{"login": fmt.Sprintf("org-%d", r%2), "type": "Organization"}},

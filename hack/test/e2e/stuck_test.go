@@ -54,7 +54,7 @@ func newStack(t *testing.T, workflow githubsim.Workflow) *stack {
 	t.Cleanup(pool.Close)
 	pub, secret, keyFile, secretFile := appCredentials(t, dir)
 	ingestAddr := proctest.FreeAddr(t)
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub,
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, TagCommit: githubsim.TagsAt(pushedSHA),
 		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
 	t.Cleanup(sim.Close)
 	sim.AddInstallation(stuckInstallation, "octo-org")
@@ -121,7 +121,7 @@ func webhookSender(t *testing.T, secret []byte, ingestAddr string) func(event st
 func (s *stack) pushTag(tag string) string {
 	s.t.Helper()
 	s.send("push", map[string]any{
-		"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40), "after": pushedSHA,
 		"created": true, "deleted": false, "installation": map[string]any{"id": stuckInstallation},
 		"repository": map[string]any{"id": githubsim.RepositoryID(stuckRepo), "name": "stuck", "full_name": stuckRepo,
 			"default_branch": "main", "owner": map[string]any{"login": "octo-org", "type": "Organization"}},

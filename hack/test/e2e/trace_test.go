@@ -108,7 +108,7 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 	if err := os.WriteFile(secretFile, secret, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true})
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: githubsim.TagsAt(pushedSHA)})
 	defer sim.Close()
 	gh := httptest.NewServer(sim)
 	defer gh.Close()
@@ -122,7 +122,7 @@ func TestOneTracePerDeliveryAcrossServices(t *testing.T) {
 	startProduct(t, dir, common, ingestAddr, secretFile, gh.URL, keyFile)
 
 	body, _ := json.Marshal(map[string]any{
-		"ref": "refs/tags/v9.0.0", "before": strings.Repeat("0", 40), "after": "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		"ref": "refs/tags/v9.0.0", "before": strings.Repeat("0", 40), "after": pushedSHA,
 		"created": true, "deleted": false, "installation": map[string]any{"id": 5000},
 		"repository": map[string]any{"id": 9100, "name": "traced", "full_name": "org/traced", "owner": map[string]any{"login": "org", "type": "Organization"}},
 	})

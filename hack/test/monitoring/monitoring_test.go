@@ -119,6 +119,7 @@ func (p *product) push(r int, tag string) error {
 	// A commit of its own per tag: the check-run search lists the commit's check runs.
 	var sha [20]byte
 	_, _ = rand.Read(sha[:])
+	p.sim.SetTag(owner+"/"+name, tag, hex.EncodeToString(sha[:]))
 	body, _ := json.Marshal(map[string]any{
 		"ref": "refs/tags/" + tag, "before": strings.Repeat("0", 40), "after": hex.EncodeToString(sha[:]),
 		"created": true, "deleted": false, "installation": map[string]any{"id": 6000 + r},

@@ -1,7 +1,6 @@
 package githubsim
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -136,9 +135,14 @@ func (s *Simulator) dispatchWorkflow(w http.ResponseWriter, r *http.Request, _ *
 		title = fmt.Sprintf("release %s attempt %s", rr, ea) // the documented run-name
 	}
 	branch := strings.TrimPrefix(strings.TrimPrefix(req.Ref, "refs/tags/"), "refs/heads/")
-	head := fmt.Sprintf("%040x", id)
-	if s.opts.TagCommit != nil {
-		head = cmp.Or(s.opts.TagCommit(repo.fullName, branch), head)
+	head := fmt.Sprintf("%040x", id) // a branch: the simulator keeps no branches
+	if tag, isTag := strings.CutPrefix(req.Ref, "refs/tags/"); isTag {
+		sha, ok := s.tagCommit(repo.fullName, tag)
+		if !ok {
+			writeError(w, http.StatusUnprocessableEntity, "No ref found for: "+req.Ref)
+			return
+		}
+		head = sha
 	}
 	run := &WorkflowRun{ID: id, Name: "Release", DisplayTitle: title, RunNumber: int(id % 100000), RunAttempt: 1,
 		Event: "workflow_dispatch", Status: "queued", HeadBranch: branch,

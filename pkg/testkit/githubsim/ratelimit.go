@@ -100,6 +100,17 @@ func (s *Simulator) budgetHeaders(w http.ResponseWriter, id int64, spend bool) (
 	return exhausted
 }
 
+// refund gives back the budget the request being answered spent (a 304 to a conditional
+// request, which GitHub does not count) and rewrites its x-ratelimit headers.
+func (s *Simulator) refund(w http.ResponseWriter, id int64) {
+	s.mu.Lock()
+	if b := s.budgets[id]; b != nil && b.used > 0 && s.limits.Budget > 0 {
+		b.used--
+	}
+	s.mu.Unlock()
+	s.budgetHeaders(w, id, false)
+}
+
 // limit applies the rate-limit model to one installation request. It reports whether the
 // response was written; done must be called when the request ends.
 func (s *Simulator) limit(w http.ResponseWriter, r *http.Request, id int64) (handled bool, done func()) {

@@ -45,9 +45,13 @@ type Options struct {
 	RunDelay time.Duration
 	// Conclusion decides a run's conclusion from its repository, ref and inputs; nil: "success".
 	Conclusion func(repo, ref string, inputs map[string]string) string
-	// TagCommit is the commit a tag of the repository points at: a dispatched run's head_sha, as
-	// GitHub sets it from the ref (reconciliation matches on it); nil or "": a made-up SHA.
+	// TagCommit is the commit a tag of the repository points at (tags.go): a dispatched run's
+	// head_sha, as GitHub sets it from the ref (reconciliation matches on it), and the answer to
+	// reading the tag's commit; nil or "": not known this way. SetTag and DeleteTag come first.
 	TagCommit func(repo, tag string) string
+	// AutoTags: any tag not known otherwise exists, at AutoTagCommit(repository, tag). Load runs
+	// use it with AutoRepositories; tests set their tags.
+	AutoTags bool
 	// WebhookSenders is the number of concurrent webhook senders (default 8).
 	WebhookSenders int
 	// RetainFinished, when positive, keeps at most this many finished check runs and as many
@@ -74,6 +78,7 @@ type Simulator struct {
 	journal       []Entry
 	dispatches    map[string]int               // by execution_attempt_id input
 	collaborators map[string]map[string]string // role by lower-cased repository full name, then login
+	tags          map[string]string            // commit by tagKey; "" for a deleted tag
 	limits        Limits
 	budgets       map[int64]*budget
 	violations    []Violation
@@ -128,7 +133,7 @@ func New(opts Options) *Simulator {
 		opts: opts, mux: http.NewServeMux(), now: time.Now,
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
-		budgets: map[int64]*budget{},
+		budgets: map[int64]*budget{}, tags: map[string]string{},
 	}
 	// Ids never repeat across restarts, as GitHub's: a local database outlives the simulator, and
 	// a reused workflow run id would (rightly) be refused there. 100,000 ids per second of wall
@@ -181,6 +186,7 @@ func (s *Simulator) id() int64 { return s.nextID.Add(1) }
 func (s *Simulator) routes() {
 	s.handle("POST /app/installations/{id}/access_tokens", OpCreateToken, s.createToken)
 	s.handle("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", OpListCheckRuns, s.repoAuth(s.listCheckRuns))
+	s.handle("GET /repos/{owner}/{repo}/commits/{ref...}", OpGetTagCommit, s.repoAuth(s.getCommit))
 	s.handle("POST /repos/{owner}/{repo}/check-runs", OpCreateCheckRun, s.repoAuth(s.createCheckRun))
 	s.handle("PATCH /repos/{owner}/{repo}/check-runs/{id}", OpUpdateCheckRun, s.repoAuth(s.updateCheckRun))
 	s.handle("POST /repos/{owner}/{repo}/actions/workflows/{file}/dispatches", OpDispatchWorkflow, s.repoAuth(s.dispatchWorkflow))
@@ -203,8 +209,10 @@ const (
 	OpListWorkflowRuns = "list_workflow_runs"
 	// OpGetCollaboratorPermission: a user's permission on a repository.
 	OpGetCollaboratorPermission = "get_collaborator_permission"
-	OpListDeliveries            = "list_deliveries"
-	OpRedeliver                 = "redeliver"
+	// OpGetTagCommit: the commit a tag points at (GET …/commits/tags/{tag}, sha media type).
+	OpGetTagCommit   = "get_tag_commit"
+	OpListDeliveries = "list_deliveries"
+	OpRedeliver      = "redeliver"
 )
 
 // Entry is one journaled request.

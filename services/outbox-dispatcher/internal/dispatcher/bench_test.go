@@ -2,6 +2,8 @@ package dispatcher_test
 
 import (
 	"context"
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"net/http/httptest"
 	"os"
@@ -32,7 +34,7 @@ func createReleases(b *testing.B, pool *pgxpool.Pool, n int) {
 		INSERT INTO repositories (id, installation_id, full_name) SELECT r, 1 + r % 5, 'org-' || (1 + r % 5) || '/repo-' || r FROM generate_series(1, 50) r;`); err != nil {
 		b.Fatal(err)
 	}
-	// Each tag at its own commit, as releases are.
+	// Each tag at its own commit, as releases are (benchTagCommit is the same rule).
 	if _, err := pool.Exec(ctx, `SELECT boardreadyops_release_run_create(1 + g % 50, 1 + (1 + g % 50) % 5, 'refs/tags/v' || g,
 		substr(md5(g::text) || md5(g::text || 'x'), 1, 40), 'boardreadyops-release.yml', 'BoardReadyOps release') FROM generate_series(1, $1) g`, n); err != nil {
 		b.Fatal(err)
@@ -286,7 +288,7 @@ func BenchmarkEndToEndSimulator(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true})
+		sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: benchTagCommit})
 		srv := httptest.NewServer(sim)
 		gh, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: 10 * time.Second})
 		if err != nil {
@@ -300,4 +302,12 @@ func BenchmarkEndToEndSimulator(b *testing.B) {
 		sim.Close()
 		report(b, r)
 	}
+}
+
+// benchTagCommit is where createReleases's tag v<g> points: the first 40 hexadecimal digits of
+// md5(g) followed by md5(g || 'x').
+func benchTagCommit(_, tag string) string {
+	g := strings.TrimPrefix(tag, "v")
+	a, b := md5.Sum([]byte(g)), md5.Sum([]byte(g+"x"))
+	return (hex.EncodeToString(a[:]) + hex.EncodeToString(b[:]))[:40]
 }

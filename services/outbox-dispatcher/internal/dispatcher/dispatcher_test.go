@@ -47,7 +47,8 @@ func setup(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true})
+	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true,
+		TagCommit: githubsim.TagsAt(pushedSHA)})
 	t.Cleanup(sim.Close)
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
@@ -144,6 +145,10 @@ func (e *env) runUntil(d *dispatcher.Dispatcher, cond func() bool) {
 	<-done
 }
 
+// pushedSHA is the commit every test release run is created for, and where the simulator's tags
+// point unless a test moves them.
+const pushedSHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+
 // release creates a release run (and its check_run.create effect) for installation inst in repo.
 func (e *env) release(inst int64, repo, tag string) string {
 	e.t.Helper()
@@ -157,7 +162,7 @@ func (e *env) release(inst int64, repo, tag string) string {
 	}
 	var run string
 	err = e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_create($1, $2, $3, $4, 'boardreadyops-release.yml', 'BoardReadyOps release')::text`,
-		repoID, inst, "refs/tags/"+tag, "6dcb09b5b57875f334f61aebed695e2e4193db5e").Scan(&run)
+		repoID, inst, "refs/tags/"+tag, pushedSHA).Scan(&run)
 	if err != nil {
 		e.t.Fatal(err)
 	}
