@@ -2,6 +2,7 @@ package githubapp
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,8 +24,10 @@ const (
 	OpGetWorkflowRun   = "get_workflow_run"
 	// OpGetCollaboratorPermission reads a user's permission on a repository.
 	OpGetCollaboratorPermission = "get_collaborator_permission"
-	OpListDeliveries            = "list_deliveries"
-	OpRedeliver                 = "redeliver"
+	// OpGetTagCommit reads the commit a tag points at now.
+	OpGetTagCommit   = "get_tag_commit"
+	OpListDeliveries = "list_deliveries"
+	OpRedeliver      = "redeliver"
 )
 
 // maxCheckRunPages bounds the search for an existing check run (100 per page).
@@ -164,6 +167,73 @@ func (c *Client) DispatchWorkflowRun(ctx context.Context, d Dispatch) (Dispatche
 		return DispatchedRun{}, &Error{Op: OpDispatchWorkflow, Class: MaybeDelivered, Status: status, Err: ErrNoRunDetails}
 	}
 	return DispatchedRun{ID: out.WorkflowRunID, HTMLURL: out.HTMLURL}, nil
+}
+
+// ErrTagMissing: GitHub knows no tag of that name in the repository (it answers 422, "No commit
+// found for SHA: …"). The error returned with it is Rejected. A 404 is not this: the repository is
+// gone or the installation cannot see it.
+var ErrTagMissing = errors.New("the tag does not exist")
+
+// TagCommit reads the commit tag points at now (GET /repos/{owner}/{repo}/commits/tags/{tag} with
+// the sha media type; read-only, replay-safe). An annotated tag is peeled to its commit. expected,
+// when set, is sent as the ETag (If-None-Match), as GitHub's docs describe for checking that a
+// reference still points at a known commit: GitHub then answers 304, which does not count against
+// the installation's primary rate limit (it still counts towards the secondary limits), and
+// TagCommit returns expected. A tag GitHub does not know (422) is an *Error of class Rejected
+// wrapping ErrTagMissing.
+func (c *Client) TagCommit(ctx context.Context, installationID int64, repository, tag, expected string) (string, error) {
+	owner, repo, err := splitRepo(repository)
+	if err != nil {
+		return "", err
+	}
+	if tag == "" {
+		return "", fmt.Errorf("%s: empty tag", OpGetTagCommit)
+	}
+	var sha string
+	err = c.call(ctx, OpGetTagCommit, installationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+		// go-github's RepositoriesService.GetCommitSHA1 sends this request; it escapes the ref as
+		// one path segment per part, as here, but returns a 304 as an error.
+		parts := strings.Split(tag, "/")
+		for i := range parts {
+			parts[i] = url.PathEscape(parts[i])
+		}
+		req, err := gh.NewRequest(http.MethodGet, fmt.Sprintf("repos/%s/%s/commits/tags/%s",
+			url.PathEscape(owner), url.PathEscape(repo), strings.Join(parts, "/")), nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Accept", "application/vnd.github.sha")
+		if expected != "" {
+			req.Header.Set("If-None-Match", `"`+expected+`"`)
+		}
+		var body strings.Builder
+		resp, err := gh.Do(ctx, req, &body)
+		if resp != nil && resp.StatusCode == http.StatusNotModified {
+			sha = expected
+			return resp, nil
+		}
+		sha = strings.TrimSpace(body.String())
+		return resp, err
+	})
+	var e *Error
+	if errors.As(err, &e) && e.Class == Rejected && e.Status == http.StatusUnprocessableEntity {
+		e.Err = fmt.Errorf("tag %s: %w (%w)", tag, ErrTagMissing, e.Err)
+		return "", e
+	}
+	if err != nil {
+		return "", err
+	}
+	if !isCommitSHA(sha) {
+		return "", &Error{Op: OpGetTagCommit, Class: Rejected, Status: http.StatusOK,
+			Err: fmt.Errorf("tag %s: the answer %.50q is not a commit SHA", tag, sha)}
+	}
+	return strings.ToLower(sha), nil
+}
+
+// isCommitSHA reports whether s is a 40- or 64-digit hexadecimal object name (SHA-1 or SHA-256).
+func isCommitSHA(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil && (len(s) == 40 || len(s) == 64)
 }
 
 // Completion completes a check run.
