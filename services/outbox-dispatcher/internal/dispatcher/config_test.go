@@ -27,6 +27,11 @@ func (NoopGitHub) GetCollaboratorPermission(context.Context, int64, string, stri
 	return githubapp.CollaboratorPermission{}, nil
 }
 
+// TagCommit answers that the tag still points at the commit expected.
+func (NoopGitHub) TagCommit(_ context.Context, _ int64, _, _, expected string) (string, error) {
+	return expected, nil
+}
+
 func TestConfigDefaults(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -27,6 +27,7 @@ type GitHub interface {
 	UpdateCheckRun(ctx context.Context, u githubapp.CheckRunUpdate) error
 	GetWorkflowRun(ctx context.Context, installationID int64, repository string, id int64) (githubapp.WorkflowRun, error)
 	GetCollaboratorPermission(ctx context.Context, installationID int64, repository, username string) (githubapp.CollaboratorPermission, error)
+	TagCommit(ctx context.Context, installationID int64, repository, tag, expected string) (string, error)
 }
 
 // payload is the union of the effect payloads (lifecycle and the SQL functions write them),
@@ -103,9 +104,13 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID,
 			fmt.Sprintf("payload cannot be delivered: %v", firstErr(perr, errors.New("no repository")))), OutcomeDeadLetter))
 	}
-	// A workflow dispatch records its start durably, immediately before its request: the line
-	// after which it is never blindly retried. Replay-safe effects had theirs recorded by the claim.
+	// A workflow dispatch first reads where its tag points, then records its start durably,
+	// immediately before its request: the line after which it is never blindly retried.
+	// Replay-safe effects had theirs recorded by the claim.
 	if e.EffectType == outbox.EffectWorkflowDispatch {
+		if outcome, ok := d.checkTag(ctx, e, p); !ok {
+			return outcome
+		}
 		if outcome, ok := d.startDispatch(ctx, e); !ok {
 			return outcome
 		}
@@ -241,6 +246,52 @@ func (d *Dispatcher) commit(ctx context.Context, function string, queue func(b *
 	return err
 }
 
+// tagReadAttempts is how many reads a dispatch's tag gets before a missing or moved tag
+// dead-letters it: GitHub's replicas can lag a push by a moment, and a tag pushed a second ago can
+// read as missing, or at its previous commit.
+const tagReadAttempts = 3
+
+// checkTag reads the commit the run's tag points at now, before the dispatch's start is recorded
+// (docs/dispatcher.md, "A tag moved or deleted"). GitHub runs a dispatched workflow at whatever
+// its ref names when the request arrives, and a tag can be moved (a forced push) or deleted and
+// pushed again after its release run was created, with lifecycle ignoring both pushes: a
+// dispatch by name would then run another commit's workflow under this run's check run, and a
+// Re-run days later would. A tag at another commit, or missing, is read again with backoff, and
+// at the tagReadAttempts-th claim dead-letters the dispatch with the reason, which the check run
+// shows (blocked, with Retry); nothing was sent, so Retry or brops outbox replay reads the tag
+// again. The read sends the run's commit as the ETag: GitHub answers 304 while the tag still
+// points at it, which costs no primary rate-limit budget. A failed read is retried like any
+// replay-safe request: the dispatch was not sent. The read gets a quarter of the lease, so the
+// dispatch and its recording keep the three quarters they are sized for (RequestTimeout is at
+// most half the lease).
+func (d *Dispatcher) checkTag(ctx context.Context, e outbox.Effect, p payload) (string, bool) {
+	tag, isTag := strings.CutPrefix(p.Ref, "refs/tags/")
+	if !isTag || tag == "" || p.HeadSHA == "" {
+		return "", true // no tag to read (a run always has both; nothing to compare without them)
+	}
+	readCtx, cancel := context.WithTimeout(ctx, d.cfg.Lease/4)
+	sha, err := d.github.TagCommit(readCtx, e.InstallationID, p.RepositoryFullName, tag, p.HeadSHA)
+	cancel()
+	var reason string
+	switch {
+	case errors.Is(err, githubapp.ErrTagMissing):
+		reason = fmt.Sprintf("tag %s does not exist in %s (GitHub answered HTTP 422 for it), so the release workflow was not dispatched: "+
+			"push the tag again at commit %s and press Retry, or push a new tag", tag, p.RepositoryFullName, p.HeadSHA)
+	case err != nil:
+		return d.failed(ctx, e, err, true), false
+	case !strings.EqualFold(sha, p.HeadSHA):
+		reason = fmt.Sprintf("tag %s was moved: it points at commit %s now, not at %s, the commit this release run "+
+			"was started for, so the release workflow was not dispatched (it would have run the other commit); "+
+			"Retry works once the tag points at %s again; to release the other commit, push a new tag", tag, sha, p.HeadSHA, p.HeadSHA)
+	default:
+		return "", true
+	}
+	if e.Attempts < tagReadAttempts {
+		return d.retryLater(ctx, e, reason), false
+	}
+	return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, reason), OutcomeDeadLetter)), false
+}
+
 // startDispatch records delivery_started_at, committed with whatever other starts and
 // completions are waiting; a refusal means the request must not be sent.
 func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string, bool) {
@@ -276,6 +327,12 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, rep
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
 	}
+	return d.retryLater(ctx, e, msg)
+}
+
+// retryLater returns the effect to the queue after its backoff, with msg as its last error (or
+// dead-letters it when its attempts are spent).
+func (d *Dispatcher) retryLater(ctx context.Context, e outbox.Effect, msg string) string {
 	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(d.backoff.Delay(e.Attempts)))
 	if serr == nil && status == outbox.StatusDeadLetter {
 		return d.record(ctx, e, OutcomeDeadLetter)

@@ -442,7 +442,7 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 		"effect_type": {"github.check_run.create": true, "github.workflow.dispatch": true, "github.check_run.complete": true, "github.workflow_run.read": true,
 			"github.collaborator_permission.read": true},
 		"outcome":      {"completed": true, "retried": true, "deferred": true, "dead_letter": true, "reconciliation_required": true, "lease_lost": true, "store_failed": true},
-		"operation":    {"list_check_runs": true, "create_check_run": true, "update_check_run": true, "dispatch_workflow": true, "list_workflow_runs": true, "get_workflow_run": true, "get_collaborator_permission": true},
+		"operation":    {"list_check_runs": true, "create_check_run": true, "update_check_run": true, "dispatch_workflow": true, "list_workflow_runs": true, "get_workflow_run": true, "get_collaborator_permission": true, "get_tag_commit": true},
 		"status_class": {"2xx": true, "3xx": true, "4xx": true, "5xx": true, "rate_limited": true, "error": true},
 	}
 	mfs, err := e.reg.Gather()

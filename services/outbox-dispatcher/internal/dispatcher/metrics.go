@@ -117,7 +117,8 @@ var outcomes = []string{OutcomeCompleted, OutcomeRetried, OutcomeDeferred, Outco
 
 // githubOperations are the GitHub operations the dispatcher performs (the operation label).
 var githubOperations = []string{githubapp.OpListCheckRuns, githubapp.OpCreateCheckRun, githubapp.OpUpdateCheckRun,
-	githubapp.OpDispatchWorkflow, githubapp.OpListWorkflowRuns, githubapp.OpGetWorkflowRun, githubapp.OpGetCollaboratorPermission}
+	githubapp.OpDispatchWorkflow, githubapp.OpListWorkflowRuns, githubapp.OpGetWorkflowRun, githubapp.OpGetCollaboratorPermission,
+	githubapp.OpGetTagCommit}
 
 // initSeries creates every series of the closed label sets, so that an idle dispatcher exports
 // 0 (and empty histograms) rather than nothing.
