@@ -14,6 +14,7 @@ const (
 	EventRepository               = "repository"
 	EventPush                     = "push"
 	EventCheckRun                 = "check_run"
+	EventCheckSuite               = "check_suite"
 	EventWorkflowRun              = "workflow_run"
 	EventPing                     = "ping"
 )
@@ -22,7 +23,7 @@ const (
 func Handled(event string) bool {
 	switch event {
 	case EventInstallation, EventInstallationRepositories, EventRepository, EventPush,
-		EventCheckRun, EventWorkflowRun, EventPing:
+		EventCheckRun, EventCheckSuite, EventWorkflowRun, EventPing:
 		return true
 	}
 	return false
@@ -31,7 +32,7 @@ func Handled(event string) bool {
 // HandledEvents lists the handled events (a closed set, safe as a metric label).
 var HandledEvents = []string{
 	EventInstallation, EventInstallationRepositories, EventRepository, EventPush,
-	EventCheckRun, EventWorkflowRun, EventPing,
+	EventCheckRun, EventCheckSuite, EventWorkflowRun, EventPing,
 }
 
 // MaxRepositories bounds each repository list in a document. Installations with more repositories
@@ -64,6 +65,7 @@ type Document struct {
 
 	Push        *Push        `json:"push,omitempty"`
 	CheckRun    *CheckRun    `json:"check_run,omitempty"`
+	CheckSuite  *CheckSuite  `json:"check_suite,omitempty"`
 	WorkflowRun *WorkflowRun `json:"workflow_run,omitempty"`
 	// Ping: the App id the hook belongs to.
 	Ping *Ping `json:"ping,omitempty"`
@@ -137,6 +139,17 @@ type CheckRun struct {
 	// name written into the audit row and onto the check run.
 	SenderLogin string `json:"sender_login,omitempty"`
 	SenderID    int64  `json:"sender_id,omitempty"`
+	SenderType  string `json:"sender_type,omitempty"`
+}
+
+// CheckSuite is the check suite of one App on one commit: GitHub's "Re-run all checks" and
+// "Re-run failed checks" send it as rerequested to the App that owns the suite.
+type CheckSuite struct {
+	ID      int64  `json:"id"`
+	AppID   int64  `json:"app_id,omitempty"`
+	HeadSHA string `json:"head_sha"`
+	// Sender is who pressed the button: the name written onto the check runs it answers.
+	SenderLogin string `json:"sender_login,omitempty"`
 	SenderType  string `json:"sender_type,omitempty"`
 }
 

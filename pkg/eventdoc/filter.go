@@ -18,7 +18,8 @@ const (
 	// FilterActionUnused: an action lifecycle never acts on — workflow_run requested and
 	// in_progress of a first run attempt (only completed finishes an attempt; a later run
 	// attempt's are a re-run from the Actions UI and kept), check_run other than rerequested and
-	// requested_action (created, completed: GitHub's echo of the product's own writes).
+	// requested_action (created, completed: GitHub's echo of the product's own writes),
+	// check_suite other than rerequested (requested on every push, completed: GitHub's own).
 	FilterActionUnused = "action_unused"
 )
 
@@ -32,6 +33,7 @@ var FilterRules = []FilterRule{
 	{EventWorkflowRun, FilterNotDispatched},
 	{EventWorkflowRun, FilterActionUnused},
 	{EventCheckRun, FilterActionUnused},
+	{EventCheckSuite, FilterActionUnused},
 }
 
 // Filter reports whether a normalized delivery can never matter to the control plane, and why.
@@ -67,6 +69,13 @@ func Filter(doc *Document) (reason string, filtered bool) {
 	case EventCheckRun:
 		switch doc.Action {
 		case "created", "completed":
+			return FilterActionUnused, true
+		}
+	case EventCheckSuite:
+		// requested comes with every push to every repository the App can see, completed when a
+		// suite's check runs are done: only "Re-run all checks" (rerequested) asks for anything.
+		switch doc.Action {
+		case "requested", "completed":
 			return FilterActionUnused, true
 		}
 	}

@@ -64,6 +64,13 @@ type (
 			ID int64 `json:"id"`
 		} `json:"app"`
 	}
+	rawCheckSuite struct {
+		ID      int64  `json:"id"`
+		HeadSHA string `json:"head_sha"`
+		App     struct {
+			ID int64 `json:"id"`
+		} `json:"app"`
+	}
 	rawWorkflowRun struct {
 		ID           int64  `json:"id"`
 		RunAttempt   int    `json:"run_attempt"`
@@ -99,7 +106,8 @@ type (
 		Deleted bool `json:"deleted"`
 		Forced  bool `json:"forced"`
 
-		CheckRun        *rawCheckRun `json:"check_run"`
+		CheckRun        *rawCheckRun   `json:"check_run"`
+		CheckSuite      *rawCheckSuite `json:"check_suite"`
 		RequestedAction *struct {
 			Identifier string `json:"identifier"`
 		} `json:"requested_action"`
@@ -200,6 +208,8 @@ func Normalize(event string, payload []byte) (Document, error) {
 		err = normalizePush(&doc, &raw)
 	case EventCheckRun:
 		err = normalizeCheckRun(&doc, &raw)
+	case EventCheckSuite:
+		err = normalizeCheckSuite(&doc, &raw)
 	case EventWorkflowRun:
 		err = normalizeWorkflowRun(&doc, &raw)
 	case EventPing:
@@ -311,6 +321,25 @@ func normalizeCheckRun(doc *Document, raw *rawPayload) error {
 		doc.CheckRun.SenderLogin = cut(raw.Sender.Login, maxStatus)
 		doc.CheckRun.SenderID = raw.Sender.ID
 		doc.CheckRun.SenderType = cut(raw.Sender.Type, maxStatus)
+	}
+	return nil
+}
+
+func normalizeCheckSuite(doc *Document, raw *rawPayload) error {
+	if err := requireRepository(doc); err != nil {
+		return err
+	}
+	cs := raw.CheckSuite
+	if cs == nil || cs.ID <= 0 {
+		return fmt.Errorf("%w: check_suite without id", ErrMalformed)
+	}
+	if !shaPattern.MatchString(cs.HeadSHA) {
+		return fmt.Errorf("%w: check_suite with invalid head_sha", ErrMalformed)
+	}
+	doc.CheckSuite = &CheckSuite{ID: cs.ID, AppID: cs.App.ID, HeadSHA: cs.HeadSHA}
+	if raw.Sender != nil {
+		doc.CheckSuite.SenderLogin = cut(raw.Sender.Login, maxStatus)
+		doc.CheckSuite.SenderType = cut(raw.Sender.Type, maxStatus)
 	}
 	return nil
 }

@@ -35,6 +35,11 @@ var shapes = map[string][]shapeRule{
 		{"check_run.id", func(r *rawPayload) bool { return r.CheckRun != nil && r.CheckRun.ID > 0 }},
 		{"check_run.head_sha", func(r *rawPayload) bool { return r.CheckRun != nil && r.CheckRun.HeadSHA != "" }},
 	},
+	EventCheckSuite: {
+		hasAction, hasRepository,
+		{"check_suite.id", func(r *rawPayload) bool { return r.CheckSuite != nil && r.CheckSuite.ID > 0 }},
+		{"check_suite.head_sha", func(r *rawPayload) bool { return r.CheckSuite != nil && r.CheckSuite.HeadSHA != "" }},
+	},
 	EventWorkflowRun: {
 		hasAction, hasRepository,
 		{"workflow_run.id", func(r *rawPayload) bool { return r.WorkflowRun != nil && r.WorkflowRun.ID > 0 }},
@@ -67,6 +72,7 @@ var distinctive = []struct {
 	{EventInstallationRepositories, "repositories_added", func(r *rawPayload) bool { return r.RepositoriesAdded != nil }},
 	{EventPush, "ref", func(r *rawPayload) bool { return r.Ref != "" }},
 	{EventCheckRun, "check_run", func(r *rawPayload) bool { return r.CheckRun != nil }},
+	{EventCheckSuite, "check_suite", func(r *rawPayload) bool { return r.CheckSuite != nil }},
 	{EventWorkflowRun, "workflow_run", func(r *rawPayload) bool { return r.WorkflowRun != nil }},
 	{EventPing, "hook_id", func(r *rawPayload) bool { return r.HookID != 0 }},
 }

@@ -65,8 +65,8 @@ func TestFilteredDeliveriesAreNotStored(t *testing.T) {
 			}
 		})
 	}
-	if n := testutil.ToFloat64(counter(t, e.reg, webhook.ResultFiltered)); n != 6 {
-		t.Fatalf("deliveries_total{result=filtered} = %v, want 6 (the filtered fixtures)", n)
+	if n := testutil.ToFloat64(counter(t, e.reg, webhook.ResultFiltered)); n != 8 {
+		t.Fatalf("deliveries_total{result=filtered} = %v, want 8 (the filtered fixtures)", n)
 	}
 }
 
