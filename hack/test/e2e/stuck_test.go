@@ -259,6 +259,19 @@ func TestDeadLetteredDispatchRetriedFromTheCheckRun(t *testing.T) {
 		return s.runStatus(run) == "failed" && ok && c.Status == "completed" && *c.Conclusion == "failure" &&
 			c.Output.Text != nil && strings.Contains(*c.Output.Text, "run attempt 2")
 	})
+
+	// "Re-run all checks" on the commit (check_suite rerequested): the failed release gets attempt 2,
+	// with its own dispatch, and succeeds.
+	if err := s.sim.RerequestSuite(s.ctx, c.ID, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	s.until("the suite's re-run releases again and succeeds", func() bool {
+		c, ok := s.checkRun(run)
+		return s.runStatus(run) == "succeeded" && ok && c.Status == "completed" && *c.Conclusion == "success"
+	})
+	if next, _ := s.attempt(run); next == attempt || s.sim.Dispatches(next) != 1 {
+		t.Fatalf("attempt %s after the suite's re-run (was %s), %d dispatches; want a new attempt dispatched once", next, attempt, s.sim.Dispatches(next))
+	}
 }
 
 // A dispatch whose response is lost after GitHub created the run needs reconciliation: the check

@@ -711,6 +711,59 @@ REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_run(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_request_from_check_suite(bigint, text, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_release_run_request_from_check_suite(p_job_id bigint, p_worker text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, outbox_id bigint)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    j public.control_plane_jobs;
+    i public.webhook_inbox;
+    run public.release_runs;
+    v_sha text;
+    v_who text;
+    v_unknown boolean;
+    v_ids uuid[];
+BEGIN
+    j := public.boardreadyops_job_lock_leased(p_job_id, p_worker);
+    SELECT * INTO i FROM public.webhook_inbox WHERE id = j.inbox_id;
+    IF i.event IS DISTINCT FROM 'check_suite' OR i.action IS DISTINCT FROM 'rerequested' OR i.repository_id IS NULL THEN
+        RAISE EXCEPTION 'job % is not a check_suite rerequested delivery', p_job_id USING ERRCODE = 'BR005';
+    END IF;
+    v_sha := i.payload -> 'check_suite' ->> 'head_sha';
+    v_who := coalesce('@' || nullif(i.payload -> 'check_suite' ->> 'sender_login', ''), 'someone');
+    v_ids := ARRAY(SELECT r.id FROM public.release_runs r
+                   WHERE r.repository_id = i.repository_id AND r.head_sha = v_sha AND r.check_run_id IS NOT NULL
+                   ORDER BY r.created_at DESC, r.id
+                   LIMIT 100);
+    -- Locked in key order, as the set-based transitions lock runs, so that two never deadlock.
+    PERFORM 1 FROM public.release_runs r WHERE r.id = ANY (v_ids) ORDER BY r.id FOR UPDATE;
+    FOR run IN
+        SELECT * FROM public.release_runs r WHERE r.id = ANY (v_ids) ORDER BY r.created_at DESC, r.id
+    LOOP
+        IF run.status IN ('failed', 'cancelled') THEN
+            RETURN QUERY SELECT 'rerun'::text, run.id, NULL::bigint;
+            CONTINUE;
+        END IF;
+        v_unknown := EXISTS (SELECT 1 FROM public.control_plane_outbox o
+                             WHERE o.release_run_id = run.id AND o.status = 'reconciliation_required');
+        RETURN QUERY SELECT 'answered'::text, run.id, public.boardreadyops_release_run_enqueue_check_run(run.id, NULL,
+            CASE WHEN run.status = 'succeeded'
+                 THEN format('Re-run of the commit''s checks requested by %s: this release succeeded, so it is not released again. Press Re-run on this check run to release it again.', v_who)
+                 ELSE format('Re-run of the commit''s checks requested by %s while the release is %s: nothing new was started.%s', v_who,
+                             CASE run.status WHEN 'blocked' THEN 'blocked' WHEN 'running' THEN 'still running' ELSE 'still starting' END,
+                             CASE WHEN run.status = 'blocked' AND NOT v_unknown THEN ' Press Retry to start it again.' ELSE '' END) END,
+            p_traceparent, v_now);
+    END LOOP;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_request_from_check_suite(p_job_id bigint, p_worker text, p_traceparent text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_suite(p_job_id bigint, p_worker text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_suite(p_job_id bigint, p_worker text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_lifecycle;
+GRANT ALL ON FUNCTION public.boardreadyops_release_run_request_from_check_suite(p_job_id bigint, p_worker text, p_traceparent text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_release_run_stale_counts(interval, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_release_run_stale_counts(p_threshold interval, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(status text, stale bigint)
     LANGUAGE plpgsql STABLE SECURITY DEFINER

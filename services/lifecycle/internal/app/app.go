@@ -43,7 +43,7 @@ func (c *Config) register(e *config.Env) {
 	e.String(&h.TagPattern, "release-tag-pattern", "BOARDREADYOPS_RELEASE_TAG_PATTERN", "v*", "default release tag pattern (path.Match on the tag name)")
 	e.String(&h.WorkflowFile, "release-workflow", "BOARDREADYOPS_RELEASE_WORKFLOW", "boardreadyops-release.yml", "default release workflow file")
 	e.String(&h.CheckRunName, "check-run-name", "BOARDREADYOPS_CHECK_RUN_NAME", "BoardReadyOps release", "name of the check runs BoardReadyOps creates")
-	e.Int(&c.AppID, "github-app-id", "BOARDREADYOPS_GITHUB_APP_ID", 0, "GitHub App id; when set, only its check runs are re-run")
+	e.Int(&c.AppID, "github-app-id", "BOARDREADYOPS_GITHUB_APP_ID", 0, "GitHub App id; when set, only its check runs are re-run (and a commit's \"Re-run all checks\" is acted on only when set)")
 	e.Duration(&h.MatchWindow, "workflow-run-match-window", "BOARDREADYOPS_WORKFLOW_RUN_MATCH_WINDOW", 15*time.Minute,
 		"how long a workflow_run waits for its dispatch to be recorded before it is recorded as unmatched")
 	c.Retention.Register(e)

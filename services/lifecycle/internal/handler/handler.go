@@ -35,7 +35,7 @@ type Config struct {
 	WorkflowFile string
 	// CheckRunName is the name of the check runs BoardReadyOps creates.
 	CheckRunName string
-	// AppID, when non-zero, must match a rerequested check run's app id.
+	// AppID, when non-zero, must match a rerequested check run's or check suite's app id.
 	AppID int64
 	// MatchWindow bounds how long a workflow_run waits for its dispatch to be recorded.
 	MatchWindow time.Duration
@@ -123,6 +123,8 @@ func (h *Handlers) Handle(ctx context.Context, tx pgx.Tx, job Job) (Result, erro
 		return h.push(ctx, tx, job)
 	case eventdoc.EventCheckRun:
 		return h.checkRun(ctx, tx, job)
+	case eventdoc.EventCheckSuite:
+		return h.checkSuite(ctx, tx, job)
 	case eventdoc.EventWorkflowRun:
 		return h.workflowRun(ctx, tx, job)
 	default: // ping, and anything recorded but not acted on

@@ -217,20 +217,96 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 	if active, err := installationActive(ctx, tx, d.InstallationID); err != nil || !active {
 		return ignored(), err
 	}
+	started, err := h.rerun(ctx, tx, job, *runID)
+	if err != nil || !started {
+		return ignored(), err
+	}
+	return applied(1), nil
+}
+
+// rerun starts the next execution attempt of a finished run, with its own workflow dispatch. It
+// reports false when the run raced with another transition and is not finished any more.
+func (h *Handlers) rerun(ctx context.Context, tx pgx.Tx, job Job, runID string) (bool, error) {
 	var attemptID string
 	var number int
 	var dispatchID *int64
-	err = tx.QueryRow(ctx, `SELECT attempt_id::text, attempt_number, outbox_id FROM boardreadyops_execution_attempt_start_next($1::uuid, $2)`,
-		*runID, nullIfEmpty(job.Traceparent)).Scan(&attemptID, &number, &dispatchID)
+	err := tx.QueryRow(ctx, `SELECT attempt_id::text, attempt_number, outbox_id FROM boardreadyops_execution_attempt_start_next($1::uuid, $2)`,
+		runID, nullIfEmpty(job.Traceparent)).Scan(&attemptID, &number, &dispatchID)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "BR005" {
-		return ignored(), nil // raced with another transition: not finished any more
+		return false, nil
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("start next attempt of run %s: %w", *runID, err)
+		return false, fmt.Errorf("start next attempt of run %s: %w", runID, err)
 	}
-	h.logger.Info("release run re-run", "release_run_id", *runID, "execution_attempt_id", attemptID, "attempt", number)
-	return applied(1), nil
+	h.logger.Info("release run re-run", "release_run_id", runID, "execution_attempt_id", attemptID, "attempt", number,
+		"event", job.Document.Event)
+	return true, nil
+}
+
+// checkSuite: "Re-run all checks" or "Re-run failed checks" on a commit (rerequested), which
+// GitHub sends to the App that owns the commit's check suite. Each release run whose check run is
+// on that commit in the delivery's repository is decided from stored state by
+// boardreadyops_release_run_request_from_check_suite (migration 00077): a failed or cancelled one
+// is re-run as a check run's Re-run would; every other one is answered on its check run (a
+// succeeded release is not released again by a suite-wide button). Anything else is recorded only.
+func (h *Handlers) checkSuite(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
+	d := &job.Document
+	cs := d.CheckSuite
+	// The suite has no name to recognise it by: without the App's id configured, another App's
+	// suite on the same commit would re-run these releases. A bot's request ("Rerequest a check
+	// suite" needs only Checks read) is recorded only, as a check run's.
+	if d.Action != "rerequested" || cs == nil || h.cfg.AppID == 0 || cs.AppID != h.cfg.AppID || cs.SenderType == "Bot" {
+		return ignored(), nil
+	}
+	rows, err := tx.Query(ctx, `SELECT outcome, release_run_id::text FROM boardreadyops_release_run_request_from_check_suite($1, $2, $3)`,
+		job.ID, job.Worker, nullIfEmpty(job.Traceparent))
+	if err != nil {
+		return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
+	}
+	var reruns []string
+	answered := 0
+	for rows.Next() {
+		var outcome, runID string
+		if err := rows.Scan(&outcome, &runID); err != nil {
+			rows.Close()
+			return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
+		}
+		if outcome == "rerun" {
+			reruns = append(reruns, runID)
+		} else {
+			answered++
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
+	}
+	started := 0
+	if len(reruns) > 0 {
+		active, err := installationActive(ctx, tx, d.InstallationID)
+		if err != nil {
+			return Result{}, err
+		}
+		for _, runID := range reruns {
+			if !active {
+				break
+			}
+			ok, err := h.rerun(ctx, tx, job, runID)
+			if err != nil {
+				return Result{}, err
+			}
+			if ok {
+				started++
+			}
+		}
+	}
+	h.logger.Info("check suite re-run requested", "check_suite_id", cs.ID, "head_sha", cs.HeadSHA,
+		"repository_id", d.Repository.ID, "runs_started", started, "runs_answered", answered, "github_user", cs.SenderLogin)
+	if started+answered == 0 {
+		return ignored(), nil // no release run of ours on that commit
+	}
+	return applied(started + answered), nil
 }
 
 // workflowRun: progress of a dispatched release workflow, matched by the persisted workflow run

@@ -89,6 +89,9 @@ func (b *bundle) withWorker(hook func(handler.Job), opts ...func(*worker.Config)
 		return time.Now()
 	})
 	var hh worker.Handler = h
+	if cfg.Handler != nil {
+		hh = cfg.Handler // an option's own handler (another configuration)
+	}
 	if hook != nil {
 		hh = hookHandler{h: h, hook: hook}
 	}
