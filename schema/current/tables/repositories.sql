@@ -12,6 +12,7 @@ CREATE TABLE public.repositories (
     removed_at timestamp with time zone,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    membership_event_at timestamp with time zone,
     CONSTRAINT repositories_default_branch_check CHECK (((length(default_branch) >= 1) AND (length(default_branch) <= 255))),
     CONSTRAINT repositories_full_name_check CHECK ((((length(full_name) >= 3) AND (length(full_name) <= 256)) AND (full_name ~ '^[^/\s]+/[^/\s]+$'::text))),
     CONSTRAINT repositories_id_check CHECK ((id > 0))
@@ -30,6 +31,9 @@ CREATE INDEX repositories_full_name_idx ON public.repositories USING btree (full
 
 -- INDEX repositories_installation_id_idx
 CREATE INDEX repositories_installation_id_idx ON public.repositories USING btree (installation_id);
+
+-- COMMENT COLUMN repositories.membership_event_at
+COMMENT ON COLUMN public.repositories.membership_event_at IS 'received_at of the newest delivery applied that added, removed, transferred or deleted the repository (00078)';
 
 -- ACL TABLE repositories
 GRANT SELECT,INSERT,UPDATE ON TABLE public.repositories TO boardreadyops_lifecycle;

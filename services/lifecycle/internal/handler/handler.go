@@ -116,9 +116,9 @@ func (h *Handlers) Handle(ctx context.Context, tx pgx.Tx, job Job) (Result, erro
 	case eventdoc.EventInstallation:
 		return h.installation(ctx, tx, job)
 	case eventdoc.EventInstallationRepositories:
-		return h.installationRepositories(ctx, tx, d)
+		return h.installationRepositories(ctx, tx, job)
 	case eventdoc.EventRepository:
-		return h.repository(ctx, tx, d)
+		return h.repository(ctx, tx, job)
 	case eventdoc.EventPush:
 		return h.push(ctx, tx, job)
 	case eventdoc.EventCheckRun:

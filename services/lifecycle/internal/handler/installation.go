@@ -70,13 +70,31 @@ func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo
 	return nil
 }
 
-func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef) error {
+// Membership changes (a repository added, removed, transferred or deleted) are applied in the
+// order ingest received them (migration 00078): each records its delivery's received_at in
+// membership_event_at, and one older than the last applied leaves the repository as it is.
+// A job always has its inbox row's time; none counts as now.
+func receivedAt(job Job) *time.Time {
+	if job.ReceivedAt.IsZero() {
+		return nil
+	}
+	return &job.ReceivedAt
+}
+
+// membershipNewer is the condition that a membership change received at $received (the
+// statement's parameter of that number) is not older than the one last applied.
+func membershipNewer(received string) string {
+	return `(repositories.membership_event_at IS NULL OR repositories.membership_event_at <= coalesce(` + received + `, now()))`
+}
+
+func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) error {
 	for _, r := range refs {
 		_, err := tx.Exec(ctx, `
-			INSERT INTO repositories (id, installation_id, full_name) VALUES ($1, $2, $3)
+			INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES ($1, $2, $3, coalesce($4, now()))
 			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id,
-				full_name = EXCLUDED.full_name, removed_at = NULL, updated_at = now()`,
-			r.ID, installationID, r.FullName)
+				full_name = EXCLUDED.full_name, removed_at = NULL, membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
+			WHERE `+membershipNewer("$4::timestamptz"),
+			r.ID, installationID, r.FullName, received)
 		if err != nil {
 			return fmt.Errorf("record repository %d: %w", r.ID, err)
 		}
@@ -84,17 +102,25 @@ func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, 
 	return nil
 }
 
-func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef) error {
-	ids := make([]int64, len(refs))
-	for i, r := range refs {
-		ids[i] = r.ID
-	}
-	_, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = now(), updated_at = now()
-		WHERE installation_id = $1 AND id = ANY($2) AND removed_at IS NULL`, installationID, ids)
+// removeRepositoryRefs marks the installation's repositories ids removed. One removed already
+// still takes the newer time, so that an older addition does not bring it back.
+func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, ids []int64, received *time.Time) error {
+	_, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = coalesce(removed_at, now()),
+			membership_event_at = coalesce($3, now()), updated_at = now()
+		WHERE installation_id = $1 AND (id = ANY($2) OR $2 IS NULL) AND `+membershipNewer("$3::timestamptz"),
+		installationID, ids, received)
 	if err != nil {
 		return fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
 	}
 	return nil
+}
+
+func refIDs(refs []eventdoc.RepositoryRef) []int64 {
+	ids := make([]int64, len(refs))
+	for i, r := range refs {
+		ids[i] = r.ID
+	}
+	return ids
 }
 
 // installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
@@ -118,10 +144,7 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 		}
 		return ignored(), nil
 	}
-	var received *time.Time // a job always has its inbox row's time; none counts as now
-	if !job.ReceivedAt.IsZero() {
-		received = &job.ReceivedAt
-	}
+	received := receivedAt(job)
 	tag, err := tx.Exec(ctx, `UPDATE installations SET `+set+`, lifecycle_event_at = coalesce($2, now()), updated_at = now()
 		WHERE id = $1 AND (lifecycle_event_at IS NULL OR lifecycle_event_at <= coalesce($2, now()))`, in.ID, received)
 	if err != nil {
@@ -134,11 +157,10 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 	}
 	switch d.Action {
 	case "created":
-		return applied(0), upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories)
+		return applied(0), upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
 	case "deleted":
-		if _, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = now(), updated_at = now()
-			WHERE installation_id = $1 AND removed_at IS NULL`, in.ID); err != nil {
-			return Result{}, fmt.Errorf("remove repositories of installation %d: %w", in.ID, err)
+		if err := removeRepositoryRefs(ctx, tx, in.ID, nil, received); err != nil {
+			return Result{}, err
 		}
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation deleted")
 	case "suspend":
@@ -168,8 +190,9 @@ func (h *Handlers) deadLetterInstallation(ctx context.Context, tx pgx.Tx, instal
 	return nil
 }
 
-// installation_repositories: added, removed.
-func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+// installation_repositories: added, removed, in the order received (migration 00078).
+func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
+	d := &job.Document
 	if d.Installation == nil || d.Installation.ID <= 0 {
 		return ignored(), nil
 	}
@@ -179,15 +202,21 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, d *e
 	id := d.Installation.ID
 	switch d.Action {
 	case "added":
-		return applied(0), upsertRepositoryRefs(ctx, tx, id, d.RepositoriesAdded)
+		return applied(0), upsertRepositoryRefs(ctx, tx, id, d.RepositoriesAdded, receivedAt(job))
 	case "removed":
-		return applied(0), removeRepositoryRefs(ctx, tx, id, d.RepositoriesRemoved)
+		if len(d.RepositoriesRemoved) == 0 {
+			return applied(0), nil
+		}
+		return applied(0), removeRepositoryRefs(ctx, tx, id, refIDs(d.RepositoriesRemoved), receivedAt(job))
 	}
 	return ignored(), nil
 }
 
 // repository: renamed, archived, unarchived, deleted, transferred, edited (default branch), created.
-func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, d *eventdoc.Document) (Result, error) {
+// transferred and deleted change the repository's membership, in the order received (00078): a
+// repository transferred into the delivery's installation is that installation's, and present.
+func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
+	d := &job.Document
 	r := d.Repository
 	if err := ensureRepository(ctx, tx, d.InstallationID, r); err != nil {
 		return Result{}, err
@@ -195,15 +224,21 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, d *eventdoc.Docume
 	var stmt string
 	args := []any{r.ID}
 	switch d.Action {
-	case "renamed", "transferred":
+	case "renamed":
 		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, updated_at = now() WHERE id = $1`
 		args = append(args, r.FullName, d.InstallationID)
+	case "transferred":
+		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, removed_at = NULL,
+			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$4::timestamptz")
+		args = append(args, r.FullName, d.InstallationID, receivedAt(job))
 	case "archived":
 		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
 	case "unarchived":
 		stmt = `UPDATE repositories SET archived = false, updated_at = now() WHERE id = $1`
 	case "deleted":
-		stmt = `UPDATE repositories SET removed_at = now(), updated_at = now() WHERE id = $1`
+		stmt = `UPDATE repositories SET removed_at = coalesce(removed_at, now()), membership_event_at = coalesce($2, now()),
+			updated_at = now() WHERE id = $1 AND ` + membershipNewer("$2::timestamptz")
+		args = append(args, receivedAt(job))
 	case "edited":
 		stmt = `UPDATE repositories SET default_branch = coalesce(nullif($2, ''), default_branch), updated_at = now() WHERE id = $1`
 		args = append(args, r.DefaultBranch)

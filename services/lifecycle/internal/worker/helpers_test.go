@@ -171,6 +171,15 @@ func pushTag(tag, after string) eventdoc.Document {
 		Push: &eventdoc.Push{Ref: "refs/tags/" + tag, Before: "0000000000000000000000000000000000000000", After: after, Created: true}}
 }
 
+// repoEvent is a repository delivery of action for the test repository, changed by mutate.
+func repoEvent(action string, mutate func(*eventdoc.Document)) eventdoc.Document {
+	d := eventdoc.Document{Event: "repository", Action: action, InstallationID: installationID, Repository: repository()}
+	if mutate != nil {
+		mutate(&d)
+	}
+	return d
+}
+
 func installationEvent(action string, repos ...eventdoc.RepositoryRef) eventdoc.Document {
 	return eventdoc.Document{Event: "installation", Action: action, InstallationID: installationID,
 		Installation: &eventdoc.Installation{ID: installationID, AccountLogin: "octo-org", AccountType: "Organization", AppID: appID},

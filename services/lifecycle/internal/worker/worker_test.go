@@ -21,13 +21,6 @@ func TestInstallationAndRepositoryState(t *testing.T) {
 	b := setup(t)
 	hello := eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}
 	tools := eventdoc.RepositoryRef{ID: 1296270, FullName: "octo-org/release-tools"}
-	repoEvent := func(action string, mutate func(*eventdoc.Document)) eventdoc.Document {
-		d := eventdoc.Document{Event: "repository", Action: action, InstallationID: installationID, Repository: repository()}
-		if mutate != nil {
-			mutate(&d)
-		}
-		return d
-	}
 	type state struct {
 		suspended, deleted bool
 		repos              string // id:full_name:archived:removed:default_branch, sorted by id
