@@ -179,6 +179,12 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 		(h.cfg.AppID != 0 && cr.AppID != h.cfg.AppID) {
 		return ignored(), nil
 	}
+	if cr.SenderType == "Bot" {
+		// Another App calling "Rerequest a check run" (it needs only Checks read on the repository):
+		// a release is re-run or retried by people only.
+		h.logger.Info("check run request from a bot; recorded", "action", d.Action, "check_run_id", cr.ID, "sender", cr.SenderLogin)
+		return ignored(), nil
+	}
 	// The external_id is the request's claim: only the two forms BoardReadyOps writes
 	// (pkg/checkrun) go on to the lookup, which checks them again in SQL.
 	if _, err := checkrun.ParseExternalID(cr.ExternalID); err != nil {

@@ -276,6 +276,11 @@ func TestRerequestRules(t *testing.T) {
 			return d
 		}},
 		{"a check run id that is not the run's", func(run string) eventdoc.Document { return rerequest(run, 999) }},
+		{"another App calling the API (a Bot sender)", func(run string) eventdoc.Document {
+			d := rerequest(run, 4001)
+			d.CheckRun.SenderLogin, d.CheckRun.SenderType = "other-app[bot]", "Bot"
+			return d
+		}},
 		{"created, not rerequested", func(run string) eventdoc.Document {
 			d := rerequest(run, 4001)
 			d.Action = "created"
