@@ -6,7 +6,7 @@
 CREATE FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text DEFAULT NULL::text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS TABLE(outcome text, release_run_id uuid, execution_attempt_id uuid, outbox_id bigint)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     j public.control_plane_jobs;
@@ -25,6 +25,8 @@ DECLARE
     v_current boolean;
     v_attempt_id uuid;
     v_run_id uuid;
+    v_head text;
+    v_notice text;
 BEGIN
     IF p_check_run_name IS NULL OR length(p_check_run_name) NOT BETWEEN 1 AND 200 THEN
         RAISE EXCEPTION 'check run name must be 1 to 200 characters' USING ERRCODE = '22023';
@@ -92,6 +94,15 @@ BEGIN
 
     v_status := CASE v_conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END;
     v_check := CASE v_conclusion WHEN 'success' THEN 'success' WHEN 'cancelled' THEN 'cancelled' ELSE 'failure' END;
+    -- The workflow ran another commit than the run's (its tag moved between the dispatcher's
+    -- tag read and the dispatch): whatever it concluded, it did not release this run's commit.
+    v_head := lower(i.payload -> 'workflow_run' ->> 'head_sha');
+    IF v_head ~ '^([0-9a-f]{40}|[0-9a-f]{64})$' AND v_head IS DISTINCT FROM lower(run.head_sha) THEN
+        v_status := 'failed';
+        v_check := 'failure';
+        v_notice := format('The workflow ran commit %s, not %s, the commit this release run was started for (its tag was moved just before the dispatch; it concluded %s), so this release is failed. Push a new tag to release that commit.',
+                           v_head, run.head_sha, v_conclusion);
+    END IF;
     UPDATE public.execution_attempts a
     SET status = v_status, conclusion = left(v_conclusion, 64), completed_at = v_now, updated_at = v_now
     WHERE a.id = att.id;
@@ -106,10 +117,10 @@ BEGIN
         RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint; -- an earlier attempt: the check run shows the current one
         RETURN;
     END IF;
-    v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, v_status, NULL, p_traceparent, v_now);
-    RETURN QUERY SELECT 'completed'::text, run.id, att.id, v_outbox;
+    v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, v_status, v_notice, p_traceparent, v_now);
+    RETURN QUERY SELECT CASE WHEN v_notice IS NULL THEN 'completed' ELSE 'other_commit' END, run.id, att.id, v_outbox;
 END;
-$$;
+$_$;
 
 -- ACL FUNCTION boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone)
 REVOKE ALL ON FUNCTION public.boardreadyops_execution_attempt_finish(p_job_id bigint, p_worker text, p_check_run_name text, p_traceparent text, p_now timestamp with time zone) FROM PUBLIC;
@@ -161,7 +172,8 @@ BEGIN
                (i.payload -> 'workflow_run' ->> 'id')::bigint AS workflow_run_id,
                coalesce(nullif(i.payload -> 'workflow_run' ->> 'conclusion', ''), 'unknown') AS conclusion,
                greatest(coalesce((i.payload -> 'workflow_run' ->> 'run_attempt')::integer, 1), 1) AS run_attempt,
-               nullif(left(i.payload -> 'workflow_run' ->> 'html_url', 1024), '') AS url
+               nullif(left(i.payload -> 'workflow_run' ->> 'html_url', 1024), '') AS url,
+               lower(i.payload -> 'workflow_run' ->> 'head_sha') AS head_sha
         FROM job
         JOIN public.webhook_inbox i ON i.id = job.inbox_id
         WHERE i.event IS NOT DISTINCT FROM 'workflow_run' AND i.action IS NOT DISTINCT FROM 'completed'
@@ -184,6 +196,8 @@ BEGIN
         WHERE f.named = 1 AND r.repository_id IS NOT DISTINCT FROM f.repository_id AND a.workflow_run_id = f.workflow_run_id
           AND a.status = 'running' AND a.number = r.current_attempt
           AND r.status IN ('running', 'blocked') AND r.check_run_id IS NOT NULL
+          -- A workflow run of another commit is the single function's (00079).
+          AND (f.head_sha IS NULL OR f.head_sha = lower(r.head_sha))
         ORDER BY r.id
         FOR UPDATE OF r, a SKIP LOCKED
     ), one AS (

@@ -345,6 +345,13 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 		return ignored(), nil // requested / in_progress, or already finished (a redelivery)
 	case "finished":
 		return applied(0), nil // an earlier attempt, or no check run: nothing to show
+	case "other_commit":
+		// The workflow ran another commit than the run's: its tag was moved between the
+		// dispatcher's tag read and the dispatch (migration 00079). The run is failed.
+		h.logger.Warn("release workflow ran another commit than its release run's; the run is failed",
+			"release_run_id", *runID, "execution_attempt_id", *attemptID, "workflow_run_id", wr.ID,
+			"workflow_head_sha", wr.HeadSHA, "conclusion", wr.Conclusion)
+		return applied(1), nil
 	case "followed":
 		// A re-run from the Actions UI of the workflow run BoardReadyOps dispatched: the attempt
 		// runs again and the check run says so.

@@ -75,7 +75,9 @@ func TestFilteredDeliveriesChangeNothing(t *testing.T) {
 
 	// The kept siblings do act in this state.
 	b.deliver(rerequest(finished, 4001))
-	b.deliver(workflowRun("completed", 9002, "success"))
+	completed := workflowRun("completed", 9002, "success")
+	completed.WorkflowRun.HeadSHA = "1111111111111111111111111111111111111111" // the second run's commit
+	b.deliver(completed)
 	b.drain()
 	if _, _, n := b.runStatus(finished); n != 2 {
 		t.Fatalf("rerequest of the finished run: attempt %d, want 2", n)

@@ -434,3 +434,46 @@ func TestAnnotatedTagReleasesItsCommit(t *testing.T) {
 		t.Fatalf("runs (ref, commit, check run's head_sha):\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// The dispatcher reads the tag before each dispatch, but a tag moved between that read and the
+// dispatch is dispatched, and GitHub runs the workflow at the new commit: its completion names
+// that commit. The run is failed whatever the workflow concluded, and the check run says why
+// (migration 00079); a workflow run of the run's own commit finishes as before.
+func TestWorkflowRunOfAnotherCommitFailsTheRun(t *testing.T) {
+	t.Parallel()
+	const other = "0123456789abcdef0123456789abcdef01234567"
+	for _, batch := range []bool{false, true} {
+		t.Run(map[bool]string{false: "alone", true: "in a batch"}[batch], func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			b.deliver(pushTag("v1.0.0", sha))
+			b.drain()
+			run := b.onlyRun()
+			b.completeEffects(4001, 9001)
+			done := workflowRun("completed", 9001, "success")
+			done.WorkflowRun.HeadSHA = other
+			if batch {
+				// Another run's completion in the same batch, so the batch form is used.
+				b.deliver(pushTag("v1.0.1", sha))
+				b.drain()
+				b.completeEffects(4002, 9002)
+				b.deliver(workflowRun("completed", 9002, "success"))
+			}
+			b.deliver(done)
+			b.drain()
+			if r, a, _ := b.runStatus(run); r != "failed" || a != "failed" {
+				t.Fatalf("run %s attempt %s, want failed: the workflow ran another commit", r, a)
+			}
+			state, notice, _ := b.latestCheckRunUpdateOf(run)
+			if state != "failed" || !strings.Contains(notice, "The workflow ran commit "+other+", not "+sha) {
+				t.Fatalf("check run update %s %q", state, notice)
+			}
+			if batch {
+				var status string
+				if err := b.pool.QueryRow(b.ctx, `SELECT status FROM release_runs WHERE ref = 'refs/tags/v1.0.1'`).Scan(&status); err != nil || status != "succeeded" {
+					t.Fatalf("the other run %s (%v), want succeeded", status, err)
+				}
+			}
+		})
+	}
+}

@@ -54,6 +54,16 @@ func (b *bundle) latestCheckRunUpdate() (state, notice string, retry bool) {
 	return state, notice, retry
 }
 
+// latestCheckRunUpdateOf is latestCheckRunUpdate of one release run.
+func (b *bundle) latestCheckRunUpdateOf(run string) (state, notice string, retry bool) {
+	b.t.Helper()
+	if err := b.pool.QueryRow(b.ctx, `SELECT payload->>'state', coalesce(payload->>'notice', ''), coalesce((payload->>'retry')::boolean, false)
+		FROM control_plane_outbox WHERE effect_type = 'github.check_run.complete' AND release_run_id = $1 ORDER BY id DESC LIMIT 1`, run).Scan(&state, &notice, &retry); err != nil {
+		b.t.Fatal(err)
+	}
+	return state, notice, retry
+}
+
 func TestBlockedRunShowsWhyOnTheCheckRun(t *testing.T) {
 	t.Parallel()
 	for _, reconcile := range []bool{false, true} {
