@@ -7,9 +7,10 @@
 -- repository stayed removed, and its release tags were ignored without a word until the next
 -- event. From here every delivery that changes a repository's membership records its inbox
 -- received_at in repositories.membership_event_at, and one older than the last applied is not
--- applied (docs/lifecycle.md). A repository transferred into an installation is also no longer
--- left removed by the older installation's removal. Adding a nullable column without a default
--- only changes the catalogue: no rewrite, the ACCESS EXCLUSIVE lock is held for milliseconds.
+-- applied (docs/lifecycle.md), except that a removal by the installation a repository was
+-- transferred away from never keeps it from the installation it was transferred to. Adding a
+-- nullable column without a default only changes the catalogue: no rewrite, the ACCESS EXCLUSIVE
+-- lock is held for milliseconds.
 
 -- +goose Up
 ALTER TABLE public.repositories ADD COLUMN membership_event_at timestamptz;

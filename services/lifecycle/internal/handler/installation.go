@@ -72,8 +72,13 @@ func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo
 
 // Membership changes (a repository added, removed, transferred or deleted) are applied in the
 // order ingest received them (migration 00078): each records its delivery's received_at in
-// membership_event_at, and one older than the last applied leaves the repository as it is.
-// A job always has its inbox row's time; none counts as now.
+// membership_event_at, and one older than the last applied leaves the repository as it is — with
+// one exception, for the two installations of a transfer: a repository removed by the installation
+// that owned it does not keep it from another installation that adds it, or that it is transferred
+// into, even by an older delivery (received in order, the removal would have found the repository
+// owned by the other and changed nothing). A deletion records the deleting delivery's installation
+// as the owner, so that nothing older brings a deleted repository back. A job always has its inbox
+// row's time; none counts as now.
 func receivedAt(job Job) *time.Time {
 	if job.ReceivedAt.IsZero() {
 		return nil
@@ -81,46 +86,79 @@ func receivedAt(job Job) *time.Time {
 	return &job.ReceivedAt
 }
 
-// membershipNewer is the condition that a membership change received at $received (the
-// statement's parameter of that number) is not older than the one last applied.
+// membershipNewer is the condition that a membership change received at received (a statement
+// parameter, typed) is not older than the one last applied.
 func membershipNewer(received string) string {
 	return `(repositories.membership_event_at IS NULL OR repositories.membership_event_at <= coalesce(` + received + `, now()))`
 }
 
-func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) error {
+// membershipTaken is membershipNewer, or the repository was removed by another installation than
+// installation (a statement parameter): the exception above.
+func membershipTaken(received, installation string) string {
+	return `(` + membershipNewer(received) + ` OR (repositories.installation_id <> ` + installation + ` AND repositories.removed_at IS NOT NULL))`
+}
+
+// upsertRepositoryRefs records refs as the installation's, present. It returns how many it changed.
+func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
+	var n int64
 	for _, r := range refs {
-		_, err := tx.Exec(ctx, `
+		tag, err := tx.Exec(ctx, `
 			INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES ($1, $2, $3, coalesce($4, now()))
 			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id,
 				full_name = EXCLUDED.full_name, removed_at = NULL, membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
-			WHERE `+membershipNewer("$4::timestamptz"),
+			WHERE `+membershipTaken("$4::timestamptz", "$2::bigint"),
 			r.ID, installationID, r.FullName, received)
 		if err != nil {
-			return fmt.Errorf("record repository %d: %w", r.ID, err)
+			return n, fmt.Errorf("record repository %d: %w", r.ID, err)
 		}
+		n += tag.RowsAffected()
 	}
-	return nil
+	return n, nil
 }
 
-// removeRepositoryRefs marks the installation's repositories ids removed. One removed already
-// still takes the newer time, so that an older addition does not bring it back.
-func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, ids []int64, received *time.Time) error {
+// removeRepositoryRefs marks refs of the installation removed. One removed already still takes the
+// newer time, so that an older addition by the same installation does not bring it back; one not
+// recorded yet is recorded removed, for the same reason. It returns how many it changed.
+func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
+	ids := make([]int64, len(refs))
+	names := make([]string, len(refs))
+	for i, r := range refs {
+		ids[i], names[i] = r.ID, r.FullName
+	}
+	tag, err := tx.Exec(ctx, `
+		INSERT INTO repositories AS repositories (id, installation_id, full_name, removed_at, membership_event_at)
+		SELECT t.id, $1, t.full_name, now(), coalesce($4, now()) FROM unnest($2::bigint[], $3::text[]) AS t(id, full_name)
+		ORDER BY t.id
+		ON CONFLICT (id) DO UPDATE SET removed_at = coalesce(repositories.removed_at, now()),
+			membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
+		WHERE repositories.installation_id = EXCLUDED.installation_id AND `+membershipNewer("$4::timestamptz"),
+		installationID, ids, names, received)
+	if err != nil {
+		return 0, fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// removeInstallationRepositories marks every repository of a deleted installation removed.
+func removeInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) error {
 	_, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = coalesce(removed_at, now()),
-			membership_event_at = coalesce($3, now()), updated_at = now()
-		WHERE installation_id = $1 AND (id = ANY($2) OR $2 IS NULL) AND `+membershipNewer("$3::timestamptz"),
-		installationID, ids, received)
+			membership_event_at = coalesce($2, now()), updated_at = now()
+		WHERE installation_id = $1 AND `+membershipNewer("$2::timestamptz"), installationID, received)
 	if err != nil {
 		return fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
 	}
 	return nil
 }
 
-func refIDs(refs []eventdoc.RepositoryRef) []int64 {
-	ids := make([]int64, len(refs))
-	for i, r := range refs {
-		ids[i] = r.ID
+// membershipResult is the outcome of a membership change that changed n repositories: an older
+// delivery than the one last applied changes none, and is logged and counted as ignored.
+func (h *Handlers) membershipResult(d *eventdoc.Document, n int64, received *time.Time) Result {
+	if n > 0 {
+		return applied(0)
 	}
-	return ids
+	h.logger.Info("repository membership change older than the one applied; ignored", "event", d.Event, "action", d.Action,
+		"installation_id", d.InstallationID, "received_at", received)
+	return ignored()
 }
 
 // installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
@@ -157,9 +195,10 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 	}
 	switch d.Action {
 	case "created":
-		return applied(0), upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
+		_, err := upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
+		return applied(0), err
 	case "deleted":
-		if err := removeRepositoryRefs(ctx, tx, in.ID, nil, received); err != nil {
+		if err := removeInstallationRepositories(ctx, tx, in.ID, received); err != nil {
 			return Result{}, err
 		}
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation deleted")
@@ -201,20 +240,28 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 	}
 	id := d.Installation.ID
 	switch d.Action {
-	case "added":
-		return applied(0), upsertRepositoryRefs(ctx, tx, id, d.RepositoriesAdded, receivedAt(job))
-	case "removed":
-		if len(d.RepositoriesRemoved) == 0 {
+	case "added", "removed":
+		refs, change := d.RepositoriesAdded, upsertRepositoryRefs
+		if d.Action == "removed" {
+			refs, change = d.RepositoriesRemoved, removeRepositoryRefs
+		}
+		if len(refs) == 0 {
 			return applied(0), nil
 		}
-		return applied(0), removeRepositoryRefs(ctx, tx, id, refIDs(d.RepositoriesRemoved), receivedAt(job))
+		n, err := change(ctx, tx, id, refs, receivedAt(job))
+		if err != nil {
+			return Result{}, err
+		}
+		return h.membershipResult(d, n, receivedAt(job)), nil
 	}
 	return ignored(), nil
 }
 
 // repository: renamed, archived, unarchived, deleted, transferred, edited (default branch), created.
 // transferred and deleted change the repository's membership, in the order received (00078): a
-// repository transferred into the delivery's installation is that installation's, and present.
+// repository transferred into the delivery's installation is that installation's, and present; a
+// deleted one is the deleting delivery's installation's, and removed. A rename never changes the
+// owner: one delivered to an installation the repository has left since is ignored.
 func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	r := d.Repository
@@ -225,20 +272,20 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	args := []any{r.ID}
 	switch d.Action {
 	case "renamed":
-		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, updated_at = now() WHERE id = $1`
+		stmt = `UPDATE repositories SET full_name = $2, updated_at = now() WHERE id = $1 AND installation_id = $3`
 		args = append(args, r.FullName, d.InstallationID)
 	case "transferred":
 		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, removed_at = NULL,
-			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$4::timestamptz")
+			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipTaken("$4::timestamptz", "$3::bigint")
 		args = append(args, r.FullName, d.InstallationID, receivedAt(job))
 	case "archived":
 		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
 	case "unarchived":
 		stmt = `UPDATE repositories SET archived = false, updated_at = now() WHERE id = $1`
 	case "deleted":
-		stmt = `UPDATE repositories SET removed_at = coalesce(removed_at, now()), membership_event_at = coalesce($2, now()),
-			updated_at = now() WHERE id = $1 AND ` + membershipNewer("$2::timestamptz")
-		args = append(args, receivedAt(job))
+		stmt = `UPDATE repositories SET removed_at = coalesce(removed_at, now()), installation_id = $3,
+			membership_event_at = coalesce($2, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$2::timestamptz")
+		args = append(args, receivedAt(job), d.InstallationID)
 	case "edited":
 		stmt = `UPDATE repositories SET default_branch = coalesce(nullif($2, ''), default_branch), updated_at = now() WHERE id = $1`
 		args = append(args, r.DefaultBranch)
@@ -247,8 +294,19 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	default:
 		return ignored(), nil
 	}
-	if _, err := tx.Exec(ctx, stmt, args...); err != nil {
+	tag, err := tx.Exec(ctx, stmt, args...)
+	if err != nil {
 		return Result{}, fmt.Errorf("repository %d %s: %w", r.ID, d.Action, err)
+	}
+	switch d.Action {
+	case "transferred", "deleted":
+		return h.membershipResult(d, tag.RowsAffected(), receivedAt(job)), nil
+	case "renamed":
+		if tag.RowsAffected() == 0 {
+			h.logger.Info("rename of a repository another installation owns now; ignored", "repository_id", r.ID,
+				"installation_id", d.InstallationID)
+			return ignored(), nil
+		}
 	}
 	return applied(0), nil
 }
