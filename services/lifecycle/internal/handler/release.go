@@ -180,8 +180,8 @@ func (h *Handlers) checkRun(ctx context.Context, tx pgx.Tx, job Job) (Result, er
 		return ignored(), nil
 	}
 	if cr.SenderType == "Bot" {
-		// Another App calling "Rerequest a check run" (it needs only Checks read on the repository):
-		// a release is re-run or retried by people only.
+		// Another App calling "Rerequest a check run": GitHub refuses one that did not create the
+		// check run, and this does not rely on it. A release is re-run or retried by people only.
 		h.logger.Info("check run request from a bot; recorded", "action", d.Action, "check_run_id", cr.ID, "sender", cr.SenderLogin)
 		return ignored(), nil
 	}
