@@ -79,37 +79,24 @@ func (s *Simulator) Rerequest(ctx context.Context, checkRunID int64, login strin
 // as the user login on the App's check suite of the check run's commit: GitHub sends check_suite
 // rerequested to the App that owns the suite.
 func (s *Simulator) RerequestSuite(ctx context.Context, checkRunID int64, login string) error {
-	if s.opts.WebhookURL == "" {
-		return fmt.Errorf("no webhook URL configured")
-	}
-	s.mu.Lock()
-	c := s.checkRuns[checkRunID]
-	var payload []byte
-	if c != nil {
-		repo := s.repos[strings.ToLower(c.repo)]
-		owner, name, _ := strings.Cut(c.repo, "/")
-		payload, _ = json.Marshal(map[string]any{
-			"action": "rerequested",
-			"check_suite": map[string]any{"id": RepositoryID(c.repo + "@" + c.HeadSHA), "head_branch": nil, "head_sha": c.HeadSHA,
-				"status": "queued", "conclusion": nil, "app": map[string]any{"id": c.App.ID, "slug": c.App.Slug}},
-			"repository": map[string]any{"id": repo.id, "name": name, "full_name": repo.fullName, "private": true,
-				"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"},
-			"installation": map[string]any{"id": repo.installationID},
-			"sender":       map[string]any{"login": login, "id": int64(len(login)) + 583000, "type": "User"},
-		})
-	}
-	s.mu.Unlock()
-	if payload == nil {
-		return fmt.Errorf("check run %d does not exist", checkRunID)
-	}
-	client := &http.Client{Timeout: 10 * time.Second}
-	if code := s.send(ctx, client, newGUID(), "check_suite", "rerequested", payload, false); code < 200 || code > 299 {
-		return fmt.Errorf("check_suite rerequested webhook answered %d", code)
-	}
-	return nil
+	return s.sendCheckRunPress(ctx, checkRunID, "check_suite", "rerequested", login, func(c *CheckRun, body map[string]any) {
+		body["check_suite"] = map[string]any{"id": RepositoryID(c.repo + "@" + c.HeadSHA), "head_branch": nil, "head_sha": c.HeadSHA,
+			"status": "queued", "conclusion": nil, "app": map[string]any{"id": c.App.ID, "slug": c.App.Slug}}
+	})
 }
 
 func (s *Simulator) sendCheckRunEvent(ctx context.Context, checkRunID int64, action string, requested map[string]any, login string) error {
+	return s.sendCheckRunPress(ctx, checkRunID, "check_run", action, login, func(c *CheckRun, body map[string]any) {
+		body["check_run"] = c
+		if requested != nil {
+			body["requested_action"] = requested
+		}
+	})
+}
+
+// sendCheckRunPress sends the event GitHub sends when the user login presses a button of the
+// check run (or of its suite): the repository, installation and sender, and what fill adds.
+func (s *Simulator) sendCheckRunPress(ctx context.Context, checkRunID int64, event, action, login string, fill func(c *CheckRun, body map[string]any)) error {
 	if s.opts.WebhookURL == "" {
 		return fmt.Errorf("no webhook URL configured")
 	}
@@ -120,16 +107,13 @@ func (s *Simulator) sendCheckRunEvent(ctx context.Context, checkRunID int64, act
 		repo := s.repos[strings.ToLower(c.repo)]
 		owner, name, _ := strings.Cut(c.repo, "/")
 		body := map[string]any{
-			"action":    action,
-			"check_run": c,
+			"action": action,
 			"repository": map[string]any{"id": repo.id, "name": name, "full_name": repo.fullName, "private": true,
 				"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"},
 			"installation": map[string]any{"id": repo.installationID},
 			"sender":       map[string]any{"login": login, "id": int64(len(login)) + 583000, "type": "User"},
 		}
-		if requested != nil {
-			body["requested_action"] = requested
-		}
+		fill(c, body)
 		payload, _ = json.Marshal(body)
 	}
 	s.mu.Unlock()
@@ -137,8 +121,8 @@ func (s *Simulator) sendCheckRunEvent(ctx context.Context, checkRunID int64, act
 		return fmt.Errorf("check run %d does not exist", checkRunID)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	if code := s.send(ctx, client, newGUID(), "check_run", action, payload, false); code < 200 || code > 299 {
-		return fmt.Errorf("check_run %s webhook answered %d", action, code)
+	if code := s.send(ctx, client, newGUID(), event, action, payload, false); code < 200 || code > 299 {
+		return fmt.Errorf("%s %s webhook answered %d", event, action, code)
 	}
 	return nil
 }
