@@ -360,8 +360,8 @@ func (c *Client) GetWorkflowRun(ctx context.Context, installationID int64, repos
 		return WorkflowRun{}, err
 	}
 	return WorkflowRun{ID: r.GetID(), Name: r.GetName(), DisplayTitle: r.GetDisplayTitle(), Event: r.GetEvent(),
-		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), CreatedAt: r.GetCreatedAt().Time,
-		HTMLURL: r.GetHTMLURL(), RunAttempt: r.GetRunAttempt()}, nil
+		Status: r.GetStatus(), Conclusion: r.GetConclusion(), HeadBranch: r.GetHeadBranch(), HeadSHA: r.GetHeadSHA(),
+		CreatedAt: r.GetCreatedAt().Time, HTMLURL: r.GetHTMLURL(), RunAttempt: r.GetRunAttempt()}, nil
 }
 
 // CollaboratorPermission is GitHub's answer to "Get repository permissions for a user".

@@ -63,8 +63,8 @@ func (s *Store) QueueCompleteWorkflowDispatch(b *groupcommit.Batch, id int64, wo
 
 // QueueCompleteWorkflowRunRead queues CompleteWorkflowRunRead.
 func (s *Store) QueueCompleteWorkflowRunRead(b *groupcommit.Batch, id int64, worker string, r WorkflowRunRead, done func(outcome string, err error)) {
-	b.Queue(`SELECT boardreadyops_outbox_complete_workflow_run_read($1, $2, $3, $4, $5, $6, $7)`,
-		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).QueryRow(func(row pgx.Row) error {
+	b.Queue(`SELECT boardreadyops_outbox_complete_workflow_run_read_at($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, nullIfEmpty(r.HeadSHA), s.now()).QueryRow(func(row pgx.Row) error {
 		var outcome string
 		if err := row.Scan(&outcome); err != nil {
 			err = fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))

@@ -225,14 +225,17 @@ type WorkflowRunRead struct {
 	Status, Conclusion string
 	RunAttempt         int
 	HTMLURL            string
+	// HeadSHA is the commit the workflow ran: another than the release run's fails it (00080).
+	HeadSHA string
 }
 
 // CompleteWorkflowRunRead records the answer: "finished" (the attempt finished from it),
+// "other_commit" (finished as failed: the workflow ran another commit than the run's),
 // "not_finished" or "stale" (the attempt finished meanwhile).
 func (s *Store) CompleteWorkflowRunRead(ctx context.Context, db database.DBTX, id int64, worker string, r WorkflowRunRead) (string, error) {
 	var outcome string
-	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_complete_workflow_run_read($1, $2, $3, $4, $5, $6, $7)`,
-		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, s.now()).Scan(&outcome)
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_complete_workflow_run_read_at($1, $2, $3, $4, $5, $6, $7, $8)`,
+		id, worker, r.Status, r.Conclusion, r.RunAttempt, r.HTMLURL, nullIfEmpty(r.HeadSHA), s.now()).Scan(&outcome)
 	if err != nil {
 		return "", fmt.Errorf("complete workflow run read %d: %w", id, sqlstate.Classify(err))
 	}

@@ -175,14 +175,18 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 			return d.failed(ctx, e, err, true)
 		}
 		var result string
-		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_run_read", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
+		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_run_read_at", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowRunRead(b, e.ID, d.cfg.WorkerID, outbox.WorkflowRunRead{Status: run.Status,
-				Conclusion: run.Conclusion, RunAttempt: run.RunAttempt, HTMLURL: run.HTMLURL}, func(outcome string, err error) {
+				Conclusion: run.Conclusion, RunAttempt: run.RunAttempt, HTMLURL: run.HTMLURL, HeadSHA: run.HeadSHA}, func(outcome string, err error) {
 				result = outcome
 				report(err)
 			})
 		}))
-		if result == "finished" {
+		if result == "other_commit" {
+			d.logger.Warn("release workflow read back ran another commit than its release run's; the run is failed",
+				"outbox_id", e.ID, "release_run_id", e.ReleaseRunID, "workflow_run_id", p.WorkflowRunID, "workflow_head_sha", run.HeadSHA)
+		}
+		if result == "finished" || result == "other_commit" {
 			d.Wake() // the check-run update it enqueued is due now
 		}
 		return d.record(ctx, e, d.outcomeOf(e, err, OutcomeCompleted))

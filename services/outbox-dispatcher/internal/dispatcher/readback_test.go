@@ -127,3 +127,48 @@ func TestQuietRunsAreReadBack(t *testing.T) {
 		t.Fatalf("a finished run read back: %d", n)
 	}
 }
+
+// A quiet workflow run read back from GitHub ran another commit than its release run's: its tag
+// was moved between the dispatcher's tag read and the dispatch. The run is failed whatever the
+// workflow concluded, and the check run names the commit that ran (migration 00080).
+func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
+	t.Parallel()
+	const other = "0123456789abcdef0123456789abcdef01234567"
+	e := setup(t)
+	run := e.release(55501, "octo-org/hello-world", "v4.2.0")
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 {
+		t.Fatalf("%d workflow runs", len(runs))
+	}
+	e.sim.SetWorkflowRunHead(runs[0].ID, "v4.2.0", other)
+	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
+		`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
+		`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
+	} {
+		if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d reads enqueued (%v), want 1", n, err)
+	}
+	e.runUntil(d, func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'failed'`, run) == 1 &&
+			e.count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`) == 0
+	})
+	var outcome string
+	if err := e.pool.QueryRow(e.ctx, `SELECT result ->> 'outcome' FROM control_plane_outbox WHERE effect_type = 'github.workflow_run.read'`).Scan(&outcome); err != nil || outcome != "other_commit" {
+		t.Fatalf("read outcome %q (%v), want other_commit", outcome, err)
+	}
+	if c := e.checkRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "failure" ||
+		!strings.Contains(*c.Output.Summary, "The workflow ran commit "+other) {
+		t.Fatalf("check run %+v (summary %q)", c, *c.Output.Summary)
+	}
+}
