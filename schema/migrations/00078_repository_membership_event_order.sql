@@ -7,15 +7,16 @@
 -- repository stayed removed, and its release tags were ignored without a word until the next
 -- event. From here every delivery that changes a repository's membership records its inbox
 -- received_at in repositories.membership_event_at, and one older than the last applied is not
--- applied (docs/lifecycle.md), except that a removal by the installation a repository was
--- transferred away from never keeps it from the installation it was transferred to. Adding a
--- nullable column without a default only changes the catalogue: no rewrite, the ACCESS EXCLUSIVE
--- lock is held for milliseconds.
+-- applied (docs/lifecycle.md). repositories.name_event_at orders the name the same way (a rename,
+-- a transfer, an addition). Adding nullable columns without a default only changes the catalogue:
+-- no rewrite, the ACCESS EXCLUSIVE lock is held for milliseconds.
 
 -- +goose Up
-ALTER TABLE public.repositories ADD COLUMN membership_event_at timestamptz;
+ALTER TABLE public.repositories ADD COLUMN membership_event_at timestamptz, ADD COLUMN name_event_at timestamptz;
 COMMENT ON COLUMN public.repositories.membership_event_at IS
     'received_at of the newest delivery applied that added, removed, transferred or deleted the repository (00078)';
+COMMENT ON COLUMN public.repositories.name_event_at IS
+    'received_at of the newest delivery whose full_name the repository has (00078)';
 
 -- +goose Down
-ALTER TABLE public.repositories DROP COLUMN membership_event_at;
+ALTER TABLE public.repositories DROP COLUMN membership_event_at, DROP COLUMN name_event_at;

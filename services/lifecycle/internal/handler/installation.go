@@ -1,9 +1,11 @@
 package handler
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -72,13 +74,13 @@ func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo
 
 // Membership changes (a repository added, removed, transferred or deleted) are applied in the
 // order ingest received them (migration 00078): each records its delivery's received_at in
-// membership_event_at, and one older than the last applied leaves the repository as it is — with
-// one exception, for the two installations of a transfer: a repository removed by the installation
-// that owned it does not keep it from another installation that adds it, or that it is transferred
-// into, even by an older delivery (received in order, the removal would have found the repository
-// owned by the other and changed nothing). A deletion records the deleting delivery's installation
-// as the owner, so that nothing older brings a deleted repository back. A job always has its inbox
-// row's time; none counts as now.
+// membership_event_at, and one older than the last applied leaves the repository as it is. A
+// removal counts only against the installation that owns the repository, and a deletion records
+// the deleting delivery's installation as the owner, so that nothing older brings a deleted
+// repository back. The name is ordered the same way by name_event_at, whoever owns the repository:
+// a rename committed before an older transfer keeps the new name. A job always has its inbox row's
+// time; none counts as now. One time per repository cannot order everything across the two
+// installations of a transfer: docs/lifecycle.md says what is left.
 func receivedAt(job Job) *time.Time {
 	if job.ReceivedAt.IsZero() {
 		return nil
@@ -92,21 +94,32 @@ func membershipNewer(received string) string {
 	return `(repositories.membership_event_at IS NULL OR repositories.membership_event_at <= coalesce(` + received + `, now()))`
 }
 
-// membershipTaken is membershipNewer, or the repository was removed by another installation than
-// installation (a statement parameter): the exception above.
-func membershipTaken(received, installation string) string {
-	return `(` + membershipNewer(received) + ` OR (repositories.installation_id <> ` + installation + ` AND repositories.removed_at IS NOT NULL))`
+// nameNewer is the condition that a name received at received (a statement parameter, typed) is
+// not older than the one the repository has.
+func nameNewer(received string) string {
+	return `(repositories.name_event_at IS NULL OR repositories.name_event_at <= coalesce(` + received + `, now()))`
+}
+
+// sortedRefs is refs in id order, each id once: rows are locked in key order, as every writer of
+// repositories locks them, and one statement may not change a row twice.
+func sortedRefs(refs []eventdoc.RepositoryRef) []eventdoc.RepositoryRef {
+	out := slices.Clone(refs)
+	slices.SortFunc(out, func(a, b eventdoc.RepositoryRef) int { return cmp.Compare(a.ID, b.ID) })
+	return slices.CompactFunc(out, func(a, b eventdoc.RepositoryRef) bool { return a.ID == b.ID })
 }
 
 // upsertRepositoryRefs records refs as the installation's, present. It returns how many it changed.
 func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
 	var n int64
-	for _, r := range refs {
+	for _, r := range sortedRefs(refs) {
 		tag, err := tx.Exec(ctx, `
-			INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES ($1, $2, $3, coalesce($4, now()))
-			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id,
-				full_name = EXCLUDED.full_name, removed_at = NULL, membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
-			WHERE `+membershipTaken("$4::timestamptz", "$2::bigint"),
+			INSERT INTO repositories (id, installation_id, full_name, membership_event_at, name_event_at)
+			VALUES ($1, $2, $3, coalesce($4, now()), coalesce($4, now()))
+			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id, removed_at = NULL,
+				full_name = CASE WHEN `+nameNewer("$4::timestamptz")+` THEN EXCLUDED.full_name ELSE repositories.full_name END,
+				name_event_at = greatest(repositories.name_event_at, EXCLUDED.name_event_at),
+				membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
+			WHERE `+membershipNewer("$4::timestamptz"),
 			r.ID, installationID, r.FullName, received)
 		if err != nil {
 			return n, fmt.Errorf("record repository %d: %w", r.ID, err)
@@ -120,6 +133,7 @@ func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, 
 // newer time, so that an older addition by the same installation does not bring it back; one not
 // recorded yet is recorded removed, for the same reason. It returns how many it changed.
 func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
+	refs = sortedRefs(refs)
 	ids := make([]int64, len(refs))
 	names := make([]string, len(refs))
 	for i, r := range refs {
@@ -261,7 +275,7 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 // transferred and deleted change the repository's membership, in the order received (00078): a
 // repository transferred into the delivery's installation is that installation's, and present; a
 // deleted one is the deleting delivery's installation's, and removed. A rename never changes the
-// owner: one delivered to an installation the repository has left since is ignored.
+// owner, and is applied when it is not older than the name the repository has (00078).
 func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	r := d.Repository
@@ -272,11 +286,14 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	args := []any{r.ID}
 	switch d.Action {
 	case "renamed":
-		stmt = `UPDATE repositories SET full_name = $2, updated_at = now() WHERE id = $1 AND installation_id = $3`
-		args = append(args, r.FullName, d.InstallationID)
+		stmt = `UPDATE repositories SET full_name = $2, name_event_at = coalesce($3, now()), updated_at = now()
+			WHERE id = $1 AND ` + nameNewer("$3::timestamptz")
+		args = append(args, r.FullName, receivedAt(job))
 	case "transferred":
-		stmt = `UPDATE repositories SET full_name = $2, installation_id = $3, removed_at = NULL,
-			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipTaken("$4::timestamptz", "$3::bigint")
+		stmt = `UPDATE repositories SET installation_id = $3, removed_at = NULL,
+			full_name = CASE WHEN ` + nameNewer("$4::timestamptz") + ` THEN $2 ELSE full_name END,
+			name_event_at = greatest(name_event_at, coalesce($4, now())),
+			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$4::timestamptz")
 		args = append(args, r.FullName, d.InstallationID, receivedAt(job))
 	case "archived":
 		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
@@ -303,8 +320,8 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 		return h.membershipResult(d, tag.RowsAffected(), receivedAt(job)), nil
 	case "renamed":
 		if tag.RowsAffected() == 0 {
-			h.logger.Info("rename of a repository another installation owns now; ignored", "repository_id", r.ID,
-				"installation_id", d.InstallationID)
+			h.logger.Info("rename older than the repository's name; ignored", "repository_id", r.ID,
+				"installation_id", d.InstallationID, "received_at", job.ReceivedAt)
 			return ignored(), nil
 		}
 	}

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
@@ -14,44 +15,96 @@ func membershipEvent(action string) eventdoc.Document {
 	if action == "added" {
 		d.RepositoriesAdded = ref
 	} else {
-		d.RepositoriesRemoved = ref
+		d.RepositoriesRemoved = []eventdoc.RepositoryRef{ref[0], ref[0]} // GitHub does not repeat one; a repeat changes nothing
 	}
 	return d
 }
 
-// Two deliveries that change a repository's membership, received in one order and committed in
-// the other (two lifecycle loops, or replicas, each claimed one): the repository is as the
-// later-received one left it. Before migration 00078 the older one overwrote it, and a
-// repository removed and added back a moment later could stay removed, its release tags ignored.
+// otherInstallation is the installation on the account the repository is transferred to.
+const otherInstallation = 55502
+
+func transferredTo(installation int64, fullName string) eventdoc.Document {
+	return repoEvent("transferred", func(d *eventdoc.Document) {
+		d.InstallationID, d.Repository.FullName = installation, fullName
+		d.Repository.OwnerLogin, _, _ = strings.Cut(fullName, "/")
+	})
+}
+
+func renamedTo(installation int64, fullName string) eventdoc.Document {
+	return repoEvent("renamed", func(d *eventdoc.Document) { d.InstallationID, d.Repository.FullName = installation, fullName })
+}
+
+// repositoryState is whether the test repository is removed, its installation and its name.
+type repositoryState struct {
+	removed  bool
+	owner    int64
+	fullName string
+}
+
+func (b *bundle) repositoryState() repositoryState {
+	b.t.Helper()
+	var s repositoryState
+	if err := b.pool.QueryRow(b.ctx, `SELECT removed_at IS NOT NULL, installation_id, full_name FROM repositories WHERE id = $1`, repoID).
+		Scan(&s.removed, &s.owner, &s.fullName); err != nil {
+		b.t.Fatal(err)
+	}
+	return s
+}
+
+// deliverReversed delivers docs in order, and commits them in the reverse order: each earlier-received
+// job waits while the later ones are received and committed (two lifecycle loops, or replicas,
+// each claimed one).
+func (b *bundle) deliverReversed(docs ...eventdoc.Document) {
+	b.t.Helper()
+	jobs := make([]int64, len(docs))
+	for i, d := range docs {
+		jobs[i] = b.deliver(d)
+		b.exec(`UPDATE control_plane_jobs SET available_at = now() + interval '1 hour' WHERE id = $1`, jobs[i])
+	}
+	for i := len(jobs) - 1; i >= 0; i-- {
+		b.exec(`UPDATE control_plane_jobs SET available_at = now() WHERE id = $1`, jobs[i])
+		b.drain()
+		if st := b.jobStatus(jobs[i]); st != "completed" {
+			b.t.Fatalf("job %d %s", jobs[i], st)
+		}
+	}
+}
+
+// Deliveries that change a repository's membership or name, received in one order and committed in
+// the reverse: the repository is as the deliveries received in order would have left it. Before
+// migration 00078 the older overwrote the newer, and a repository removed and added back a moment
+// later could stay removed, its release tags ignored.
 func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 	t.Parallel()
-	const other = 55502 // the installation on the account the repository is transferred to
-	transferredIn := repoEvent("transferred", func(d *eventdoc.Document) { d.Repository.FullName = "octo-org/hello-world" })
-	transferredAway := repoEvent("transferred", func(d *eventdoc.Document) {
-		d.InstallationID, d.Repository.FullName, d.Repository.OwnerLogin = other, "new-owner/hello-world", "new-owner"
-	})
-	staleRename := repoEvent("renamed", func(d *eventdoc.Document) { d.Repository.FullName = "octo-org/hello-old" })
+	present := func(owner int64, name string) repositoryState { return repositoryState{false, owner, name} }
+	removed := func(owner int64, name string) repositoryState { return repositoryState{true, owner, name} }
+	const here, away = "octo-org/hello-world", "new-owner/hello-world"
 	tests := []struct {
-		name          string
-		first, second eventdoc.Document // in the order received; committed second, first
-		removed       bool              // the repository's state after both
-		owner         int64             // its installation after both
-		// unrecorded: the repository is not recorded before the two deliveries.
+		name string
+		docs []eventdoc.Document // in the order received; committed in the reverse
+		want repositoryState
+		// unrecorded: the repository is not recorded before the deliveries.
 		unrecorded bool
 	}{
-		{"removed, then added back", membershipEvent("removed"), membershipEvent("added"), false, installationID, false},
-		{"added, then removed", membershipEvent("added"), membershipEvent("removed"), true, installationID, false},
-		{"added, then removed, first seen in them", membershipEvent("added"), membershipEvent("removed"), true, installationID, true},
-		{"removed from the installation, then transferred into it", membershipEvent("removed"), transferredIn, false, installationID, false},
-		{"transferred in, then deleted", transferredIn, repoEvent("deleted", nil), true, installationID, false},
-		{"deleted, then the installation re-created with it", repoEvent("deleted", nil),
-			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}), false, installationID, false},
-		{"added, then the installation deleted", membershipEvent("added"), installationEvent("deleted"), true, installationID, false},
-		// A transfer to another account's installation, then the old installation lets go of it:
-		// received in order, the removal finds it owned by the other and changes nothing.
-		{"transferred away, then removed by the old installation", transferredAway, membershipEvent("removed"), false, other, false},
-		{"transferred away, then the old installation deleted", transferredAway, installationEvent("deleted"), false, other, false},
-		{"renamed under the old installation, then transferred away", staleRename, transferredAway, false, other, false},
+		{"removed, then added back", []eventdoc.Document{membershipEvent("removed"), membershipEvent("added")}, present(installationID, here), false},
+		{"added, then removed", []eventdoc.Document{membershipEvent("added"), membershipEvent("removed")}, removed(installationID, here), false},
+		{"added, then removed, first seen in them", []eventdoc.Document{membershipEvent("added"), membershipEvent("removed")},
+			removed(installationID, here), true},
+		{"removed from the installation, then transferred into it", []eventdoc.Document{membershipEvent("removed"), transferredTo(installationID, here)},
+			present(installationID, here), false},
+		{"transferred in, then deleted", []eventdoc.Document{transferredTo(installationID, here), repoEvent("deleted", nil)}, removed(installationID, here), false},
+		{"deleted, then the installation re-created with it", []eventdoc.Document{repoEvent("deleted", nil),
+			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here})}, present(installationID, here), false},
+		{"added, then the installation deleted", []eventdoc.Document{membershipEvent("added"), installationEvent("deleted")}, removed(installationID, here), false},
+		// Names are ordered whoever owns the repository.
+		{"renamed under the old installation, then transferred away", []eventdoc.Document{renamedTo(installationID, "octo-org/hello-old"),
+			transferredTo(otherInstallation, away)}, present(otherInstallation, away), false},
+		{"transferred away, then renamed by the new owner", []eventdoc.Document{transferredTo(otherInstallation, away),
+			renamedTo(otherInstallation, "new-owner/hello-new")}, present(otherInstallation, "new-owner/hello-new"), false},
+		// Transferred away, back, then removed: the first transfer, committed last, is older than
+		// the transfer back and does not bring the repository to the other installation.
+		{"transferred away and back, then removed", []eventdoc.Document{transferredTo(otherInstallation, away),
+			transferredTo(installationID, here), membershipEvent("removed")}, removed(installationID, here), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,38 +113,20 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 			if tt.unrecorded {
 				b.deliver(installationEvent("created"))
 			} else {
-				b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"}))
+				b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}))
 			}
 			b.drain()
-			first := b.deliver(tt.first)
-			// The first-received job waits while the second is received and committed.
-			b.exec(`UPDATE control_plane_jobs SET available_at = now() + interval '1 hour' WHERE id = $1`, first)
-			second := b.deliver(tt.second)
-			b.drain()
-			b.exec(`UPDATE control_plane_jobs SET available_at = now() WHERE id = $1`, first)
-			b.drain()
-			for _, j := range []int64{first, second} {
-				if st := b.jobStatus(j); st != "completed" {
-					t.Fatalf("job %d %s", j, st)
-				}
-			}
-			var removed bool
-			var owner int64
-			if err := b.pool.QueryRow(b.ctx, `SELECT removed_at IS NOT NULL, installation_id FROM repositories WHERE id = $1`, repoID).
-				Scan(&removed, &owner); err != nil {
-				t.Fatal(err)
-			}
-			if removed != tt.removed || owner != tt.owner {
-				t.Fatalf("repository removed %v under installation %d, want %v under %d: the older delivery overwrote the newer",
-					removed, owner, tt.removed, tt.owner)
+			b.deliverReversed(tt.docs...)
+			if got := b.repositoryState(); got != tt.want {
+				t.Fatalf("repository %+v, want %+v: an older delivery overwrote a newer one", got, tt.want)
 			}
 			// A release tag is released only while the repository is present, by its installation.
 			push := pushTag("v9.0.0", sha)
-			push.InstallationID = tt.owner
+			push.InstallationID = tt.want.owner
 			b.deliver(push)
 			b.drain()
-			if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.removed {
-				t.Fatalf("%d release runs with the repository removed %v", runs, tt.removed)
+			if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.want.removed {
+				t.Fatalf("%d release runs with the repository removed %v", runs, tt.want.removed)
 			}
 		})
 	}
