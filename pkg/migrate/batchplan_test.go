@@ -257,7 +257,8 @@ func TestRunBatchesPlannedOnce(t *testing.T) {
 						INSERT INTO webhook_inbox (delivery_id, event, action, installation_id, repository_id, payload, payload_sha256)
 						SELECT 'd-' || a.workflow_run_id, 'workflow_run', 'completed', 1, 1,
 						       jsonb_build_object('workflow_run', jsonb_build_object('id', a.workflow_run_id, 'run_attempt', 1, 'conclusion', 'success',
-						           'event', 'workflow_dispatch')),
+						           'event', 'workflow_dispatch',
+						           'head_sha', (SELECT r.head_sha FROM release_runs r WHERE r.id = a.release_run_id))),
 						       sha256(convert_to('d-' || a.workflow_run_id, 'UTF8'))
 						FROM execution_attempts a WHERE a.status = 'running' AND $1 = ''
 						RETURNING id

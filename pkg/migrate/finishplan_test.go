@@ -49,7 +49,9 @@ func TestAttemptFinishReadsOneRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `SELECT boardreadyops_webhook_accept('d-' || g, 'workflow_run', 'completed', 1, 1,
-		jsonb_build_object('event', 'workflow_run', 'workflow_run', jsonb_build_object('id', 100000 + g, 'conclusion', 'success')),
+		jsonb_build_object('event', 'workflow_run', 'workflow_run', jsonb_build_object('id', 100000 + g, 'conclusion', 'success',
+			'head_sha', (SELECT r.head_sha FROM execution_attempts a JOIN release_runs r ON r.id = a.release_run_id
+			             WHERE a.workflow_run_id = 100000 + g))),
 		sha256(convert_to('d-' || g, 'UTF8')), NULL) FROM generate_series(1, $1) g`, calls); err != nil {
 		t.Fatal(err)
 	}

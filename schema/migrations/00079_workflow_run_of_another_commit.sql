@@ -121,11 +121,12 @@ BEGIN
         UPDATE public.release_runs r SET status = v_status, completed_at = v_now, updated_at = v_now WHERE r.id = run.id;
     END IF;
     IF run.check_run_id IS NULL THEN
-        RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint;
+        RETURN QUERY SELECT CASE WHEN v_notice IS NULL THEN 'finished' ELSE 'other_commit' END, run.id, att.id, NULL::bigint;
         RETURN;
     END IF;
     IF NOT v_current THEN
-        RETURN QUERY SELECT 'finished'::text, run.id, att.id, NULL::bigint; -- an earlier attempt: the check run shows the current one
+        -- An earlier attempt: the check run shows the current one.
+        RETURN QUERY SELECT CASE WHEN v_notice IS NULL THEN 'finished' ELSE 'other_commit' END, run.id, att.id, NULL::bigint;
         RETURN;
     END IF;
     v_outbox := public.boardreadyops_release_run_enqueue_check_run(run.id, v_status, v_notice, p_traceparent, v_now);
