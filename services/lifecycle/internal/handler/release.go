@@ -265,46 +265,39 @@ func (h *Handlers) checkSuite(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	if d.Action != "rerequested" || cs == nil || h.cfg.AppID == 0 || cs.AppID != h.cfg.AppID || cs.SenderType == "Bot" {
 		return ignored(), nil
 	}
-	rows, err := tx.Query(ctx, `SELECT outcome, release_run_id::text FROM boardreadyops_release_run_request_from_check_suite($1, $2, $3)`,
+	type decision struct {
+		Outcome string
+		RunID   string
+	}
+	rows, _ := tx.Query(ctx, `SELECT outcome, release_run_id::text FROM boardreadyops_release_run_request_from_check_suite($1, $2, $3)`,
 		job.ID, job.Worker, nullIfEmpty(job.Traceparent))
+	decisions, err := pgx.CollectRows(rows, pgx.RowToStructByPos[decision])
 	if err != nil {
 		return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
 	}
-	var reruns []string
-	answered := 0
-	for rows.Next() {
-		var outcome, runID string
-		if err := rows.Scan(&outcome, &runID); err != nil {
-			rows.Close()
-			return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
-		}
-		if outcome == "rerun" {
-			reruns = append(reruns, runID)
-		} else {
+	started, answered := 0, 0
+	var active *bool // read once, at the first run to re-run
+	for _, dec := range decisions {
+		if dec.Outcome != "rerun" {
 			answered++
+			continue
 		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return Result{}, fmt.Errorf("rerequested check suite %d: %w", cs.ID, err)
-	}
-	started := 0
-	if len(reruns) > 0 {
-		active, err := installationActive(ctx, tx, d.InstallationID)
-		if err != nil {
-			return Result{}, err
-		}
-		for _, runID := range reruns {
-			if !active {
-				break
-			}
-			ok, err := h.rerun(ctx, tx, job, runID)
+		if active == nil {
+			a, err := installationActive(ctx, tx, d.InstallationID)
 			if err != nil {
 				return Result{}, err
 			}
-			if ok {
-				started++
-			}
+			active = &a
+		}
+		if !*active {
+			continue
+		}
+		ok, err := h.rerun(ctx, tx, job, dec.RunID)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			started++
 		}
 	}
 	h.logger.Info("check suite re-run requested", "check_suite_id", cs.ID, "head_sha", cs.HeadSHA,
