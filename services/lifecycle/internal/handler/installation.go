@@ -153,15 +153,16 @@ func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, 
 	return tag.RowsAffected(), nil
 }
 
-// removeInstallationRepositories marks every repository of a deleted installation removed.
-func removeInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) error {
-	_, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = coalesce(removed_at, now()),
+// removeInstallationRepositories marks every repository of a deleted installation removed. It
+// returns how many it changed.
+func removeInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) (int64, error) {
+	tag, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = coalesce(removed_at, now()),
 			membership_event_at = coalesce($2, now()), updated_at = now()
 		WHERE installation_id = $1 AND `+membershipNewer("$2::timestamptz"), installationID, received)
 	if err != nil {
-		return fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
+		return 0, fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
 	}
-	return nil
+	return tag.RowsAffected(), nil
 }
 
 // membershipResult is the outcome of a membership change that changed n repositories: an older
@@ -178,8 +179,9 @@ func (h *Handlers) membershipResult(d *eventdoc.Document, n int64, received *tim
 // installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
 //
 // created, deleted, suspend and unsuspend are applied in the order ingest received them
-// (00033): one older than the last applied is ignored, whichever lifecycle loop or replica
-// commits first.
+// (00033): one older than the last applied leaves the installation as it is, whichever lifecycle
+// loop or replica commits first. The repositories they list or remove are ordered per repository
+// (00078), so an older created still records those no newer change has touched.
 func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	in := d.Installation
@@ -202,19 +204,39 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 	if err != nil {
 		return Result{}, fmt.Errorf("%s installation %d: %w", d.Action, in.ID, err)
 	}
-	if tag.RowsAffected() == 0 {
+	current := tag.RowsAffected() > 0
+	// The repositories a created lists, and those a deleted removes, are membership changes, each
+	// ordered by its repository's own time (00078), whatever the installation's order says: a
+	// created committed after the suspend received just after it still records its repositories.
+	// One committed after a newer deletion records none: the deletion removed them all.
+	var repos int64
+	switch d.Action {
+	case "created":
+		deleted := false
+		if !current {
+			if err := tx.QueryRow(ctx, `SELECT deleted_at IS NOT NULL FROM installations WHERE id = $1`, in.ID).Scan(&deleted); err != nil {
+				return Result{}, fmt.Errorf("read installation %d: %w", in.ID, err)
+			}
+		}
+		if !deleted {
+			repos, err = upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
+		}
+	case "deleted":
+		repos, err = removeInstallationRepositories(ctx, tx, in.ID, received)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	if !current {
 		h.logger.Info("installation event older than the one applied; ignored", "installation_id", in.ID,
-			"action", d.Action, "received_at", job.ReceivedAt)
+			"action", d.Action, "received_at", job.ReceivedAt, "repositories_changed", repos)
+		if repos > 0 {
+			return applied(0), nil
+		}
 		return ignored(), nil
 	}
 	switch d.Action {
-	case "created":
-		_, err := upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
-		return applied(0), err
 	case "deleted":
-		if err := removeInstallationRepositories(ctx, tx, in.ID, received); err != nil {
-			return Result{}, err
-		}
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation deleted")
 	case "suspend":
 		return applied(0), h.deadLetterInstallation(ctx, tx, in.ID, "installation suspended")

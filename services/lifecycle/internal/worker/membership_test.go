@@ -1,8 +1,12 @@
 package worker_test
 
 import (
+	"cmp"
+	"errors"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 )
@@ -44,8 +48,12 @@ type repositoryState struct {
 func (b *bundle) repositoryState() repositoryState {
 	b.t.Helper()
 	var s repositoryState
-	if err := b.pool.QueryRow(b.ctx, `SELECT removed_at IS NOT NULL, installation_id, full_name FROM repositories WHERE id = $1`, repoID).
-		Scan(&s.removed, &s.owner, &s.fullName); err != nil {
+	err := b.pool.QueryRow(b.ctx, `SELECT removed_at IS NOT NULL, installation_id, full_name FROM repositories WHERE id = $1`, repoID).
+		Scan(&s.removed, &s.owner, &s.fullName)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return repositoryState{removed: true}
+	}
+	if err != nil {
 		b.t.Fatal(err)
 	}
 	return s
@@ -79,6 +87,7 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 	present := func(owner int64, name string) repositoryState { return repositoryState{false, owner, name} }
 	removed := func(owner int64, name string) repositoryState { return repositoryState{true, owner, name} }
 	const here, away = "octo-org/hello-world", "new-owner/hello-world"
+	absent := repositoryState{removed: true} // never recorded, or recorded removed
 	tests := []struct {
 		name string
 		docs []eventdoc.Document // in the order received; committed in the reverse
@@ -96,6 +105,17 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 		{"deleted, then the installation re-created with it", []eventdoc.Document{repoEvent("deleted", nil),
 			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here})}, present(installationID, here), false},
 		{"added, then the installation deleted", []eventdoc.Document{membershipEvent("added"), installationEvent("deleted")}, removed(installationID, here), false},
+		// The installation's own order ignores the older created; its repositories are ordered
+		// apart, and recorded.
+		{"the installation created with it, suspended, unsuspended", []eventdoc.Document{
+			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}), installationEvent("suspend"),
+			installationEvent("unsuspend")}, present(installationID, here), true},
+		{"the installation created with it, then deleted", []eventdoc.Document{
+			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}), installationEvent("deleted")},
+			removed(installationID, here), false},
+		{"the installation created with it, then deleted, first seen in them", []eventdoc.Document{
+			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}), installationEvent("deleted")},
+			absent, true},
 		// Names are ordered whoever owns the repository.
 		{"renamed under the old installation, then transferred away", []eventdoc.Document{renamedTo(installationID, "octo-org/hello-old"),
 			transferredTo(otherInstallation, away)}, present(otherInstallation, away), false},
@@ -117,12 +137,16 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 			}
 			b.drain()
 			b.deliverReversed(tt.docs...)
-			if got := b.repositoryState(); got != tt.want {
+			got := b.repositoryState()
+			if tt.want == absent && got.removed {
+				got = absent
+			}
+			if got != tt.want {
 				t.Fatalf("repository %+v, want %+v: an older delivery overwrote a newer one", got, tt.want)
 			}
 			// A release tag is released only while the repository is present, by its installation.
 			push := pushTag("v9.0.0", sha)
-			push.InstallationID = tt.want.owner
+			push.InstallationID = cmp.Or(tt.want.owner, installationID)
 			b.deliver(push)
 			b.drain()
 			if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.want.removed {
