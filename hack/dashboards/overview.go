@@ -157,11 +157,13 @@ func attentionPanels() []panel {
 			queries:          []query{{`sum(max by (state) (` + m("boardreadyops_release_runs_stale") + `))`, "stale runs"}},
 		},
 		{
-			title:            "Unmatched workflow completions",
-			description:      "Release-workflow workflow_run deliveries per second recorded as unmatched: no dispatched attempt took them within the match window (a run started outside the product, or a lost match).",
+			title: "Unmatched workflow completions",
+			description: "Release-workflow workflow_run deliveries per second recorded as unmatched: no dispatched attempt took them within the match window (a run started outside the product, or a lost match). " +
+				"Also those that ran another commit than their release run's (its tag moved just before the dispatch), each of which failed its run.",
 			unit:             "ops",
 			emptyWhenHealthy: true,
-			queries:          []query{{`sum(` + rate(m("boardreadyops_workflow_completions_unmatched_total")) + `)`, "unmatched"}},
+			queries: []query{{`sum(` + rate(m("boardreadyops_workflow_completions_unmatched_total")) + `)`, "unmatched"},
+				{`sum(` + rate(m("boardreadyops_release_workflow_other_commit_total")) + `)`, "ran another commit"}},
 		},
 		{
 			title:            "Retention falling behind",

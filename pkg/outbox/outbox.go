@@ -229,6 +229,15 @@ type WorkflowRunRead struct {
 	HeadSHA string
 }
 
+// The counter of release workflow runs that ran another commit than their release run's (a tag
+// moved between the dispatcher's tag read and the dispatch), each of which failed its run. Both
+// services that find one register it: lifecycle from a workflow_run completion, the dispatcher from
+// a read-back. One alert (BoardReadyOpsReleaseRanAnotherCommit) reads both.
+const (
+	OtherCommitMetric     = "boardreadyops_release_workflow_other_commit_total"
+	OtherCommitMetricHelp = "Release workflow runs that ran another commit than their release run's (its tag moved just before the dispatch); each failed its release run."
+)
+
 // CompleteWorkflowRunRead records the answer: "finished" (the attempt finished from it),
 // "other_commit" (finished as failed: the workflow ran another commit than the run's),
 // "not_finished" or "stale" (the attempt finished meanwhile).

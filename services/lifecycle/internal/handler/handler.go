@@ -106,6 +106,9 @@ type Result struct {
 	Outcome string
 	// Effects is the number of outbox records enqueued.
 	Effects int
+	// OtherCommit: a release workflow ran another commit than its release run's, which failed the
+	// run (counted apart, for its alert).
+	OtherCommit bool
 }
 
 // Handle applies job in tx. An error rolls the job's work back; a *DeferError asks for a later

@@ -344,7 +344,7 @@ func (h *Handlers) workflowRun(ctx context.Context, tx pgx.Tx, job Job) (Result,
 		h.logger.Warn("release workflow ran another commit than its release run's; the run is failed",
 			"release_run_id", *runID, "execution_attempt_id", *attemptID, "workflow_run_id", wr.ID,
 			"workflow_head_sha", wr.HeadSHA, "conclusion", wr.Conclusion)
-		return applied(1), nil
+		return Result{Outcome: OutcomeApplied, Effects: 1, OtherCommit: true}, nil
 	case "followed":
 		// A re-run from the Actions UI of the workflow run BoardReadyOps dispatched: the attempt
 		// runs again and the check run says so.

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/queuerun"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 )
@@ -17,7 +18,9 @@ type Metrics struct {
 	processed *prometheus.CounterVec
 	effects   prometheus.Counter
 	unmatched prometheus.Counter
-	stale     *prometheus.GaugeVec
+	// otherCommit has the dispatcher's namesake (its read-back path): one alert reads both.
+	otherCommit prometheus.Counter
+	stale       *prometheus.GaugeVec
 }
 
 // staleStates are the non-terminal release-run states of the stale gauge, in the order
@@ -64,6 +67,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		unmatched: f.NewCounter(prometheus.CounterOpts{
 			Name: "boardreadyops_workflow_completions_unmatched_total",
 			Help: "workflow_run deliveries of the release workflow recorded as unmatched: no dispatched attempt took them within the match window.",
+		}),
+		otherCommit: f.NewCounter(prometheus.CounterOpts{
+			Name: outbox.OtherCommitMetric,
+			Help: outbox.OtherCommitMetricHelp,
 		}),
 		stale: staleGauge(f),
 	}

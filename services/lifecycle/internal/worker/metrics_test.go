@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
 
@@ -38,7 +39,8 @@ func TestMetricLabelsAreClosedSets(t *testing.T) {
 	}
 	labelled := 0
 	for _, mf := range mfs {
-		signal := mf.GetName() == "boardreadyops_release_runs_stale" || mf.GetName() == "boardreadyops_workflow_completions_unmatched_total"
+		signal := mf.GetName() == "boardreadyops_release_runs_stale" || mf.GetName() == "boardreadyops_workflow_completions_unmatched_total" ||
+			mf.GetName() == outbox.OtherCommitMetric
 		if !strings.HasPrefix(mf.GetName(), "boardreadyops_lifecycle_") && !signal || mf.GetHelp() == "" {
 			t.Errorf("metric %s: bad name or no help", mf.GetName())
 		}

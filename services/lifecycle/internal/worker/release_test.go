@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 func TestPushRules(t *testing.T) {
@@ -446,6 +447,8 @@ func TestWorkflowRunOfAnotherCommitFailsTheRun(t *testing.T) {
 		t.Run(map[bool]string{false: "alone", true: "in a batch"}[batch], func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
+			reg := prometheus.NewRegistry()
+			b.metricsRegistry(reg)
 			b.deliver(pushTag("v1.0.0", sha))
 			b.drain()
 			run := b.onlyRun()
@@ -467,6 +470,10 @@ func TestWorkflowRunOfAnotherCommitFailsTheRun(t *testing.T) {
 			state, notice, _ := b.latestCheckRunUpdateOf(run)
 			if state != "failed" || !strings.Contains(notice, "The workflow ran commit "+other+", not "+sha) {
 				t.Fatalf("check run update %s %q", state, notice)
+			}
+			// Counted once for its alert; the other run's completion is not.
+			if n := gaugeValues(t, reg, outbox.OtherCommitMetric)[""]; n != 1 {
+				t.Fatalf("%s %v, want 1", outbox.OtherCommitMetric, n)
 			}
 			if batch {
 				var status string

@@ -256,6 +256,8 @@ type outcome struct {
 	result  string // handler outcome, or deferred / retried / dead_letter
 	effects int
 	traceID string // the job span's, for the lag exemplar
+	// otherCommit: the job's workflow ran another commit than its release run's.
+	otherCommit bool
 }
 
 func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
@@ -300,6 +302,9 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 		w.metrics.processed.WithLabelValues(kindLabel(o.job.Kind), o.result).Inc()
 		if o.result == handler.OutcomeUnmatched {
 			w.metrics.unmatched.Inc()
+		}
+		if o.otherCommit {
+			w.metrics.otherCommit.Inc()
 		}
 		if o.result != resultDeferred && o.result != resultRetried {
 			telemetry.ObserveTraceID(w.metrics.lag, time.Since(o.job.CreatedAt).Seconds(), o.traceID)
@@ -547,7 +552,7 @@ func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j j
 			return outcome{}, false, errJobFailed
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
-		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx)}, true, nil
+		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx), otherCommit: res.OtherCommit}, true, nil
 	}
 
 	sp, err := tx.Begin(ctx)
@@ -560,7 +565,7 @@ func (w *Worker) processJob(ctx context.Context, span trace.Span, tx pgx.Tx, j j
 			return outcome{}, false, fmt.Errorf("release savepoint: %w", err)
 		}
 		span.SetAttributes(attribute.String("boardreadyops.outcome", res.Outcome))
-		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx)}, true, nil
+		return outcome{job: j, result: res.Outcome, effects: res.Effects, traceID: telemetry.TraceID(ctx), otherCommit: res.OtherCommit}, true, nil
 	}
 	if err := sp.Rollback(ctx); err != nil {
 		return outcome{}, false, fmt.Errorf("roll back to savepoint: %w", err)

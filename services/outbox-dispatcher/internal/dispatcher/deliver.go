@@ -182,7 +182,8 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 				report(err)
 			})
 		}))
-		if result == "other_commit" {
+		if err == nil && result == "other_commit" {
+			d.metrics.otherCommit.Inc()
 			d.logger.Warn("release workflow read back ran another commit than its release run's; the run is failed",
 				"outbox_id", e.ID, "release_run_id", e.ReleaseRunID, "workflow_run_id", p.WorkflowRunID, "workflow_head_sha", run.HeadSHA)
 		}

@@ -31,6 +31,8 @@ type Metrics struct {
 	// The two release SLOs' indicators (docs/operations.md, "SLOs").
 	checkRunVisible prometheus.Histogram
 	conclusionShown prometheus.Histogram
+	// otherCommit has lifecycle's namesake (its workflow_run completions): one alert reads both.
+	otherCommit prometheus.Counter
 }
 
 // effectStates are the states of the effects gauge, in the order the statistics task counts them.
@@ -107,6 +109,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from a workflow_run.completed applied (the check run's completion enqueued) to the conclusion shown on GitHub and recorded; the SLO counts the share within 300 s.",
 		Buckets: []float64{5, 10, 30, 60, 120, 180, 240, 300, 360, 450, 600, 1200, 3600},
 	})
+	m.otherCommit = f.NewCounter(prometheus.CounterOpts{Name: outbox.OtherCommitMetric, Help: outbox.OtherCommitMetricHelp})
 	m.initSeries()
 	return m
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
+	"github.com/boardreadyops/cloud/pkg/testkit/metricstest"
 )
 
 // A dispatch whose response was lost needs reconciliation; the workflow run then finishes while
@@ -170,5 +172,8 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 	if c := e.checkRuns(run)[0]; c.Status != "completed" || *c.Conclusion != "failure" ||
 		!strings.Contains(*c.Output.Summary, "The workflow ran commit "+other) {
 		t.Fatalf("check run %+v (summary %q)", c, *c.Output.Summary)
+	}
+	if n := metricstest.Scrape(t, e.reg)[metricstest.Key(outbox.OtherCommitMetric, nil)]; n != 1 {
+		t.Fatalf("%s %v, want 1: counted for its alert", outbox.OtherCommitMetric, n)
 	}
 }
