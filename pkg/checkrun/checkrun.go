@@ -100,6 +100,7 @@ func Render(s State) Output {
 		tag = "(unknown tag)"
 	}
 	var lead, waiting string
+	rerun := "Press **Re-run** to start another attempt."
 	switch s.State {
 	case StateDispatching:
 		o.Title = fmt.Sprintf("Release %s: starting", tag)
@@ -141,6 +142,12 @@ func Render(s State) Output {
 		o.Status, o.Conclusion = "completed", "failure"
 		o.Title = fmt.Sprintf("Release %s: failed", tag)
 		lead = "The release workflow failed" + runLink(s) + conclusionNote(s) + "."
+		if a := current(s); a != nil && a.Conclusion == "success" {
+			// A workflow that succeeded and still failed its run: it ran another commit than the
+			// run's (docs/lifecycle.md), which the notice names.
+			lead = "The release workflow concluded `success`" + runLink(s) + ", but this release run is failed."
+			rerun = "**Re-run** dispatches the tag again only while it points at this commit."
+		}
 	}
 	if s.Retry {
 		o.Actions = []Action{{Label: "Retry", Description: "Start the release workflow again", Identifier: ActionRetry}}
@@ -162,7 +169,7 @@ func Render(s State) Output {
 	if waiting != "" {
 		fmt.Fprintf(&b, "- **Waiting for:** %s\n", waiting)
 	} else {
-		b.WriteString("- **Waiting for:** nothing; the release run is finished. Press **Re-run** to start another attempt.\n")
+		b.WriteString("- **Waiting for:** nothing; the release run is finished. " + rerun + "\n")
 	}
 	o.Summary = Truncate(strings.TrimRight(b.String(), "\n"))
 	o.Text = Truncate(history(s))

@@ -80,6 +80,14 @@ func TestRenderGolden(t *testing.T) {
 			s.Attempts = []Attempt{{Number: 1, Status: "succeeded", WorkflowRunID: 906, WorkflowRunURL: url + "906", RunAttempt: 2, Conclusion: "success",
 				StartedAt: at("2026-12-01T10:00:00Z"), CompletedAt: at("2026-12-01T10:30:00Z")}}
 		}),
+		"other_commit": with(StateFailed, func(s *State) {
+			s.DetailsURL = url + "907"
+			s.Notice = "The workflow ran commit 0123456789abcdef0123456789abcdef01234567, not 6dcb09b5b57875f334f61aebed695e2e4193db5e, " +
+				"the commit this release run was started for (its tag was moved just before the dispatch; it concluded success), " +
+				"so this release is failed. Push a new tag to release that commit."
+			s.Attempts = []Attempt{{Number: 1, Status: "failed", WorkflowRunID: 907, WorkflowRunURL: url + "907", RunAttempt: 1, Conclusion: "success",
+				StartedAt: at("2026-12-01T10:00:00Z"), CompletedAt: at("2026-12-01T10:03:00Z")}}
+		}),
 		"history_cut": with(StateFailed, func(s *State) {
 			s.Attempts = []Attempt{done}
 			s.AttemptsTotal = 14
