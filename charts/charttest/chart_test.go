@@ -205,8 +205,31 @@ func TestMonitoringObjectsMatchTheirSources(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(normalize(t, groups), normalize(t, rulesFile["groups"])) {
-		t.Fatal("the PrometheusRule's groups differ from rules/boardreadyops.rules.yml")
+	// The one rule the chart scopes: BoardReadyOpsDispatcherAbsent, to this release's dispatcher
+	// Service (its scrape job) in this namespace. The rules file's absent() sees every namespace.
+	dispatcherJob := find(t, objs, "Service", "brops-boardreadyops-outbox-dispatcher-metrics").u.GetName()
+	want := normalize(t, rulesFile["groups"])
+	scoped := 0
+	for _, g := range want.([]any) {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			rule := r.(map[string]any)
+			if rule["alert"] != "BoardReadyOpsDispatcherAbsent" {
+				continue
+			}
+			scoped++
+			rule["expr"] = `absent(up{namespace="boardreadyops", job="` + dispatcherJob + `"} == 1)`
+			labels := rule["labels"].(map[string]any)
+			labels["namespace"], labels["job"] = "boardreadyops", dispatcherJob
+			ann := rule["annotations"].(map[string]any)
+			ann["description"] = "No outbox dispatcher target of " + dispatcherJob + " in namespace boardreadyops has been up for 5 minutes " +
+				"(absent = {{ $value }}), or none exists (scaled to 0, its ServiceMonitor removed): GitHub effects of this installation are not being delivered."
+		}
+	}
+	if scoped != 1 {
+		t.Fatalf("%d BoardReadyOpsDispatcherAbsent rules in the rules file, want 1", scoped)
+	}
+	if got := normalize(t, groups); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the PrometheusRule's groups differ from rules/boardreadyops.rules.yml, beyond the scoped BoardReadyOpsDispatcherAbsent:\n%v", got)
 	}
 
 	files, err := filepath.Glob(filepath.Join(chartDir, "dashboards", "*.json"))

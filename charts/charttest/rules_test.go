@@ -1,11 +1,14 @@
 package charttest
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
 
@@ -85,5 +88,59 @@ func TestRulesFollowMixinConventions(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The PrometheusRule's BoardReadyOpsDispatcherAbsent, run by promtool: it fires for its own
+// namespace's dispatchers gone, with that namespace named, even while another installation's
+// dispatchers in the same Prometheus are up; and not while its own are.
+func TestScopedDispatcherAbsentFiresPerNamespace(t *testing.T) {
+	t.Parallel()
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Fatal("promtool not found: apt-get install prometheus (Debian) provides it; make test-rules needs it too")
+	}
+	objs := renderObjects(t, filepath.Join(chartDir, "ci", "production-values.yaml"), "payments")
+	groups, _, err := unstructured.NestedSlice(find(t, objs, "PrometheusRule", "brops-boardreadyops").u.Object, "spec", "groups")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := yaml.Marshal(map[string]any{"groups": groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const job = "brops-boardreadyops-outbox-dispatcher-metrics"
+	tests := `rule_files: [rules.yml]
+evaluation_interval: 1m
+tests:
+- interval: 1m
+  input_series:
+  - series: up{namespace="payments",job="` + job + `",instance="d1"}
+    values: 1 1 1 0x20
+  - series: up{namespace="other",job="` + job + `",instance="d9"}
+    values: 1x23
+  alert_rule_test:
+  - eval_time: 5m
+    alertname: BoardReadyOpsDispatcherAbsent
+    exp_alerts: []
+  - eval_time: 12m
+    alertname: BoardReadyOpsDispatcherAbsent
+    exp_alerts:
+    - exp_labels: {severity: critical, namespace: payments, job: ` + job + `}
+      exp_annotations:
+        summary: No outbox dispatcher is running
+        description: 'No outbox dispatcher target of ` + job + ` in namespace payments has been up for 5 minutes (absent = 1), or none exists (scaled to 0, its ServiceMonitor removed): GitHub effects of this installation are not being delivered.'
+        runbook_url: https://github.com/boardreadyops/cloud/blob/main/docs/operations.md#runbook-dispatcher-down
+`
+	dir := t.TempDir()
+	for name, body := range map[string][]byte{"rules.yml": rules, "test.yml": []byte(tests)} {
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(promtool, "test", "rules", "test.yml")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }
