@@ -3,11 +3,14 @@ package charttest
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"os/exec"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -138,6 +141,14 @@ var boundRows = []boundRow{{
 	good:    []string{"release: {workflow: " + strings.Repeat("w", 200) + ".yml}", "release: {workflow: w.yaml}"},
 	target:  "lifecycle",
 	refused: []map[string]string{{"BOARDREADYOPS_RELEASE_WORKFLOW": strings.Repeat("w", 201) + ".yml"}},
+}, {
+	// path.Match's own syntax: TestTagPatternSchemaIsPathMatch compares the two exhaustively.
+	name:    "release.tagPattern a valid path.Match pattern",
+	bad:     []string{"release: {tagPattern: 'v['}", `release: {tagPattern: 'v\'}`, "release: {tagPattern: '[-a]*'}", "release: {tagPattern: '[^]'}"},
+	want:    []string{"tagPattern"},
+	good:    []string{"release: {tagPattern: 'release-[0-9]*'}", `release: {tagPattern: 'v[^a-z]\*'}`},
+	target:  "lifecycle",
+	refused: []map[string]string{{"BOARDREADYOPS_RELEASE_TAG_PATTERN": "v["}, {"BOARDREADYOPS_RELEASE_TAG_PATTERN": "[^]"}},
 }, {
 	name:    "operator.monitor.scrapeInterval between 1s and 10m",
 	bad:     []string{"operator: {monitor: {scrapeInterval: 999ms}}", "operator: {monitor: {scrapeInterval: 10m1s}}", "operator: {monitor: {scrapeInterval: 0s}}"},
@@ -433,5 +444,52 @@ func TestDurationHelperParsesAsGo(t *testing.T) {
 		case werr == nil && out["durations/templates/out.yaml"] != fmt.Sprint(int64(want)):
 			t.Errorf("%q: helper %s, want %d", in, out["durations/templates/out.yaml"], int64(want))
 		}
+	}
+}
+
+// The schema's release.tagPattern pattern accepts exactly what lifecycle's path.Match accepts:
+// every pattern of up to 5 characters over path.Match's metacharacters and two letters, one
+// reading the other's way of escaping, ranges and negation. (Helm checks the schema's patterns
+// with Go's regexp, as here.)
+func TestTagPatternSchemaIsPathMatch(t *testing.T) {
+	t.Parallel()
+	var schema struct {
+		Properties struct {
+			Release struct {
+				Properties struct {
+					TagPattern struct {
+						Pattern string `json:"pattern"`
+					} `json:"tagPattern"`
+				} `json:"properties"`
+			} `json:"release"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(readFile(t, filepath.Join(chartDir, "values.schema.json")), &schema); err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(schema.Properties.Release.Properties.TagPattern.Pattern)
+	alphabet := []byte(`v1*?[]^-\`)
+	checked, wrong := 0, 0
+	var walk func(p []byte)
+	walk = func(p []byte) {
+		if len(p) > 0 {
+			checked++
+			_, err := path.Match(string(p), "v1.0.0")
+			if valid, accepted := err == nil, re.MatchString(string(p)); valid != accepted {
+				if wrong++; wrong <= 10 {
+					t.Errorf("pattern %q: path.Match valid %v, schema accepts %v", p, valid, accepted)
+				}
+			}
+		}
+		if len(p) == 5 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(p, c))
+		}
+	}
+	walk(nil)
+	if wrong > 0 {
+		t.Fatalf("%d of %d patterns judged otherwise", wrong, checked)
 	}
 }
