@@ -14,6 +14,7 @@ CREATE TABLE public.repositories (
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     membership_event_at timestamp with time zone,
     name_event_at timestamp with time zone,
+    deleted_event_at timestamp with time zone,
     CONSTRAINT repositories_default_branch_check CHECK (((length(default_branch) >= 1) AND (length(default_branch) <= 255))),
     CONSTRAINT repositories_full_name_check CHECK ((((length(full_name) >= 3) AND (length(full_name) <= 256)) AND (full_name ~ '^[^/\s]+/[^/\s]+$'::text))),
     CONSTRAINT repositories_id_check CHECK ((id > 0))
@@ -38,6 +39,9 @@ COMMENT ON COLUMN public.repositories.membership_event_at IS 'received_at of the
 
 -- COMMENT COLUMN repositories.name_event_at
 COMMENT ON COLUMN public.repositories.name_event_at IS 'received_at of the newest delivery whose full_name the repository has (00078)';
+
+-- COMMENT COLUMN repositories.deleted_event_at
+COMMENT ON COLUMN public.repositories.deleted_event_at IS 'received_at of the newest repository deleted delivery (00081): it takes the repository from every installation whose membership is older';
 
 -- ACL TABLE repositories
 GRANT SELECT,INSERT,UPDATE ON TABLE public.repositories TO boardreadyops_lifecycle;

@@ -1,13 +1,10 @@
 package handler
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -72,116 +69,12 @@ func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo
 	return nil
 }
 
-// Membership changes (a repository added, removed, transferred or deleted) are applied in the
-// order ingest received them (migration 00078): each records its delivery's received_at in
-// membership_event_at, and one older than the last applied leaves the repository as it is. A
-// removal counts only against the installation that owns the repository, and a deletion records
-// the deleting delivery's installation as the owner, so that nothing older brings a deleted
-// repository back. The name is ordered the same way by name_event_at, whoever owns the repository:
-// a rename committed before an older transfer keeps the new name. A job always has its inbox row's
-// time; none counts as now. One time per repository cannot order everything across the two
-// installations of a transfer: docs/lifecycle.md says what is left.
-func receivedAt(job Job) *time.Time {
-	if job.ReceivedAt.IsZero() {
-		return nil
-	}
-	return &job.ReceivedAt
-}
-
-// membershipNewer is the condition that a membership change received at received (a statement
-// parameter, typed) is not older than the one last applied.
-func membershipNewer(received string) string {
-	return `(repositories.membership_event_at IS NULL OR repositories.membership_event_at <= coalesce(` + received + `, now()))`
-}
-
-// nameNewer is the condition that a name received at received (a statement parameter, typed) is
-// not older than the one the repository has.
-func nameNewer(received string) string {
-	return `(repositories.name_event_at IS NULL OR repositories.name_event_at <= coalesce(` + received + `, now()))`
-}
-
-// sortedRefs is refs in id order, each id once: rows are locked in key order, as every writer of
-// repositories locks them, and one statement may not change a row twice.
-func sortedRefs(refs []eventdoc.RepositoryRef) []eventdoc.RepositoryRef {
-	out := slices.Clone(refs)
-	slices.SortFunc(out, func(a, b eventdoc.RepositoryRef) int { return cmp.Compare(a.ID, b.ID) })
-	return slices.CompactFunc(out, func(a, b eventdoc.RepositoryRef) bool { return a.ID == b.ID })
-}
-
-// upsertRepositoryRefs records refs as the installation's, present. It returns how many it changed.
-func upsertRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
-	var n int64
-	for _, r := range sortedRefs(refs) {
-		tag, err := tx.Exec(ctx, `
-			INSERT INTO repositories (id, installation_id, full_name, membership_event_at, name_event_at)
-			VALUES ($1, $2, $3, coalesce($4, now()), coalesce($4, now()))
-			ON CONFLICT (id) DO UPDATE SET installation_id = EXCLUDED.installation_id, removed_at = NULL,
-				full_name = CASE WHEN `+nameNewer("$4::timestamptz")+` THEN EXCLUDED.full_name ELSE repositories.full_name END,
-				name_event_at = greatest(repositories.name_event_at, EXCLUDED.name_event_at),
-				membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
-			WHERE `+membershipNewer("$4::timestamptz"),
-			r.ID, installationID, r.FullName, received)
-		if err != nil {
-			return n, fmt.Errorf("record repository %d: %w", r.ID, err)
-		}
-		n += tag.RowsAffected()
-	}
-	return n, nil
-}
-
-// removeRepositoryRefs marks refs of the installation removed. One removed already still takes the
-// newer time, so that an older addition by the same installation does not bring it back; one not
-// recorded yet is recorded removed, for the same reason. It returns how many it changed.
-func removeRepositoryRefs(ctx context.Context, tx pgx.Tx, installationID int64, refs []eventdoc.RepositoryRef, received *time.Time) (int64, error) {
-	refs = sortedRefs(refs)
-	ids := make([]int64, len(refs))
-	names := make([]string, len(refs))
-	for i, r := range refs {
-		ids[i], names[i] = r.ID, r.FullName
-	}
-	tag, err := tx.Exec(ctx, `
-		INSERT INTO repositories AS repositories (id, installation_id, full_name, removed_at, membership_event_at)
-		SELECT t.id, $1, t.full_name, now(), coalesce($4, now()) FROM unnest($2::bigint[], $3::text[]) AS t(id, full_name)
-		ORDER BY t.id
-		ON CONFLICT (id) DO UPDATE SET removed_at = coalesce(repositories.removed_at, now()),
-			membership_event_at = EXCLUDED.membership_event_at, updated_at = now()
-		WHERE repositories.installation_id = EXCLUDED.installation_id AND `+membershipNewer("$4::timestamptz"),
-		installationID, ids, names, received)
-	if err != nil {
-		return 0, fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// removeInstallationRepositories marks every repository of a deleted installation removed. It
-// returns how many it changed.
-func removeInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) (int64, error) {
-	tag, err := tx.Exec(ctx, `UPDATE repositories SET removed_at = coalesce(removed_at, now()),
-			membership_event_at = coalesce($2, now()), updated_at = now()
-		WHERE installation_id = $1 AND `+membershipNewer("$2::timestamptz"), installationID, received)
-	if err != nil {
-		return 0, fmt.Errorf("remove repositories of installation %d: %w", installationID, err)
-	}
-	return tag.RowsAffected(), nil
-}
-
-// membershipResult is the outcome of a membership change that changed n repositories: an older
-// delivery than the one last applied changes none, and is logged and counted as ignored.
-func (h *Handlers) membershipResult(d *eventdoc.Document, n int64, received *time.Time) Result {
-	if n > 0 {
-		return applied(0)
-	}
-	h.logger.Info("repository membership change older than the one applied; ignored", "event", d.Event, "action", d.Action,
-		"installation_id", d.InstallationID, "received_at", received)
-	return ignored()
-}
-
 // installation: created, deleted, suspend, unsuspend, new_permissions_accepted.
 //
 // created, deleted, suspend and unsuspend are applied in the order ingest received them
 // (00033): one older than the last applied leaves the installation as it is, whichever lifecycle
 // loop or replica commits first. The repositories they list or remove are ordered per repository
-// (00078), so an older created still records those no newer change has touched.
+// and installation (00081), so an older created still records those no newer change has touched.
 func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	in := d.Installation
@@ -206,7 +99,7 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 	}
 	current := tag.RowsAffected() > 0
 	// The repositories a created lists, and those a deleted removes, are membership changes, each
-	// ordered by its repository's own time (00078), whatever the installation's order says: a
+	// ordered per repository and installation (00081), whatever the installation's order says: a
 	// created committed after the suspend received just after it still records its repositories.
 	// One committed after a newer deletion records none: the deletion removed them all.
 	var repos int64
@@ -219,10 +112,10 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 			}
 		}
 		if !deleted {
-			repos, err = upsertRepositoryRefs(ctx, tx, in.ID, d.Repositories, received)
+			repos, err = gainRepositories(ctx, tx, in.ID, d.Repositories, received)
 		}
 	case "deleted":
-		repos, err = removeInstallationRepositories(ctx, tx, in.ID, received)
+		repos, err = loseInstallationRepositories(ctx, tx, in.ID, received)
 	}
 	if err != nil {
 		return Result{}, err
@@ -265,7 +158,7 @@ func (h *Handlers) deadLetterInstallation(ctx context.Context, tx pgx.Tx, instal
 	return nil
 }
 
-// installation_repositories: added, removed, in the order received (migration 00078).
+// installation_repositories: added, removed, ordered per installation (00081, membership.go).
 func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	if d.Installation == nil || d.Installation.ID <= 0 {
@@ -277,9 +170,9 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 	id := d.Installation.ID
 	switch d.Action {
 	case "added", "removed":
-		refs, change := d.RepositoriesAdded, upsertRepositoryRefs
+		refs, change := d.RepositoriesAdded, gainRepositories
 		if d.Action == "removed" {
-			refs, change = d.RepositoriesRemoved, removeRepositoryRefs
+			refs, change = d.RepositoriesRemoved, loseRepositories
 		}
 		if len(refs) == 0 {
 			return applied(0), nil
@@ -294,10 +187,10 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 }
 
 // repository: renamed, archived, unarchived, deleted, transferred, edited (default branch), created.
-// transferred and deleted change the repository's membership, in the order received (00078): a
-// repository transferred into the delivery's installation is that installation's, and present; a
-// deleted one is the deleting delivery's installation's, and removed. A rename never changes the
-// owner, and is applied when it is not older than the name the repository has (00078).
+// transferred and deleted change the repository's membership, ordered per installation (00081,
+// membership.go): a repository transferred into the delivery's installation is given to it; a
+// deleted one is taken from every installation whose membership is older. A rename never changes
+// the owner, and is applied when it is not older than the name the repository has (00078).
 func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	r := d.Repository
@@ -312,19 +205,21 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 			WHERE id = $1 AND ` + nameNewer("$3::timestamptz")
 		args = append(args, r.FullName, receivedAt(job))
 	case "transferred":
-		stmt = `UPDATE repositories SET installation_id = $3, removed_at = NULL,
-			full_name = CASE WHEN ` + nameNewer("$4::timestamptz") + ` THEN $2 ELSE full_name END,
-			name_event_at = greatest(name_event_at, coalesce($4, now())),
-			membership_event_at = coalesce($4, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$4::timestamptz")
-		args = append(args, r.FullName, d.InstallationID, receivedAt(job))
+		n, err := gainRepositories(ctx, tx, d.InstallationID, []eventdoc.RepositoryRef{{ID: r.ID, FullName: r.FullName}}, receivedAt(job))
+		if err != nil {
+			return Result{}, err
+		}
+		return h.membershipResult(d, n, receivedAt(job)), nil
 	case "archived":
 		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
 	case "unarchived":
 		stmt = `UPDATE repositories SET archived = false, updated_at = now() WHERE id = $1`
 	case "deleted":
-		stmt = `UPDATE repositories SET removed_at = coalesce(removed_at, now()), installation_id = $3,
-			membership_event_at = coalesce($2, now()), updated_at = now() WHERE id = $1 AND ` + membershipNewer("$2::timestamptz")
-		args = append(args, receivedAt(job), d.InstallationID)
+		newest, err := deleteRepository(ctx, tx, r.ID, receivedAt(job))
+		if err != nil {
+			return Result{}, err
+		}
+		return h.membershipResult(d, map[bool]int64{true: 1}[newest], receivedAt(job)), nil
 	case "edited":
 		stmt = `UPDATE repositories SET default_branch = coalesce(nullif($2, ''), default_branch), updated_at = now() WHERE id = $1`
 		args = append(args, r.DefaultBranch)
@@ -337,10 +232,7 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	if err != nil {
 		return Result{}, fmt.Errorf("repository %d %s: %w", r.ID, d.Action, err)
 	}
-	switch d.Action {
-	case "transferred", "deleted":
-		return h.membershipResult(d, tag.RowsAffected(), receivedAt(job)), nil
-	case "renamed":
+	if d.Action == "renamed" {
 		if tag.RowsAffected() == 0 {
 			h.logger.Info("rename older than the repository's name; ignored", "repository_id", r.ID,
 				"installation_id", d.InstallationID, "received_at", job.ReceivedAt)

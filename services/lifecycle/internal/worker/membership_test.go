@@ -24,6 +24,21 @@ func membershipEvent(action string) eventdoc.Document {
 	return d
 }
 
+// addedTo and removedFrom are installation_repositories deliveries of another installation.
+func addedTo(installation int64, fullName string) eventdoc.Document {
+	d := membershipEvent("added")
+	d.InstallationID, d.Installation.ID = installation, installation
+	d.RepositoriesAdded[0].FullName = fullName
+	return d
+}
+
+func removedFrom(installation int64, fullName string) eventdoc.Document {
+	d := membershipEvent("removed")
+	d.InstallationID, d.Installation.ID = installation, installation
+	d.RepositoriesRemoved = []eventdoc.RepositoryRef{{ID: repoID, FullName: fullName}}
+	return d
+}
+
 // otherInstallation is the installation on the account the repository is transferred to.
 const otherInstallation = 55502
 
@@ -79,7 +94,7 @@ func (b *bundle) deliverReversed(docs ...eventdoc.Document) {
 }
 
 // Deliveries that change a repository's membership or name, received in one order and committed in
-// the reverse: the repository is as the deliveries received in order would have left it. Before
+// that order or the reverse: the repository is as the deliveries received in order leave it. Before
 // migration 00078 the older overwrote the newer, and a repository removed and added back a moment
 // later could stay removed, its release tags ignored.
 func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
@@ -121,37 +136,54 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 			transferredTo(otherInstallation, away)}, present(otherInstallation, away), false},
 		{"transferred away, then renamed by the new owner", []eventdoc.Document{transferredTo(otherInstallation, away),
 			renamedTo(otherInstallation, "new-owner/hello-new")}, present(otherInstallation, "new-owner/hello-new"), false},
+		// A transfer to another account's installation, then the old installation's removal: the
+		// removal speaks only of the old installation, whichever commits first (00081).
+		{"transferred away, then removed by the old installation", []eventdoc.Document{transferredTo(otherInstallation, away),
+			membershipEvent("removed")}, present(otherInstallation, away), false},
+		{"transferred away, removed by the new installation, then by the old", []eventdoc.Document{transferredTo(otherInstallation, away),
+			removedFrom(otherInstallation, away), membershipEvent("removed")}, removed(otherInstallation, away), false},
+		{"removed by the old installation, then added to the new", []eventdoc.Document{membershipEvent("removed"),
+			addedTo(otherInstallation, away)}, present(otherInstallation, away), false},
 		// Transferred away, back, then removed: the first transfer, committed last, is older than
 		// the transfer back and does not bring the repository to the other installation.
 		{"transferred away and back, then removed", []eventdoc.Document{transferredTo(otherInstallation, away),
 			transferredTo(installationID, here), membershipEvent("removed")}, removed(installationID, here), false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			b := setup(t)
-			if tt.unrecorded {
-				b.deliver(installationEvent("created"))
-			} else {
-				b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}))
-			}
-			b.drain()
-			b.deliverReversed(tt.docs...)
-			got := b.repositoryState()
-			if tt.want == absent && got.removed {
-				got = absent
-			}
-			if got != tt.want {
-				t.Fatalf("repository %+v, want %+v: an older delivery overwrote a newer one", got, tt.want)
-			}
-			// A release tag is released only while the repository is present, by its installation.
-			push := pushTag("v9.0.0", sha)
-			push.InstallationID = cmp.Or(tt.want.owner, installationID)
-			b.deliver(push)
-			b.drain()
-			if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.want.removed {
-				t.Fatalf("%d release runs with the repository removed %v", runs, tt.want.removed)
-			}
-		})
+		for _, order := range []string{"committed in reverse", "committed in order"} {
+			t.Run(tt.name+", "+order, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				if tt.unrecorded {
+					b.deliver(installationEvent("created"))
+				} else {
+					b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}))
+				}
+				b.drain()
+				if order == "committed in order" {
+					for _, d := range tt.docs {
+						b.deliver(d)
+						b.drain()
+					}
+				} else {
+					b.deliverReversed(tt.docs...)
+				}
+				got := b.repositoryState()
+				if tt.want == absent && got.removed {
+					got = absent
+				}
+				if got != tt.want {
+					t.Fatalf("repository %+v, want %+v: an older delivery overwrote a newer one", got, tt.want)
+				}
+				// A release tag is released only while the repository is present, by its installation.
+				push := pushTag("v9.0.0", sha)
+				push.InstallationID = cmp.Or(tt.want.owner, installationID)
+				b.deliver(push)
+				b.drain()
+				if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.want.removed {
+					t.Fatalf("%d release runs with the repository removed %v", runs, tt.want.removed)
+				}
+			})
+		}
 	}
 }
