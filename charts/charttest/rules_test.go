@@ -126,10 +126,10 @@ tests:
   - eval_time: 12m
     alertname: BoardReadyOpsDispatcherAbsent
     exp_alerts:
-    - exp_labels: {severity: critical, namespace: payments, job: ` + job + `}
+    - exp_labels: {severity: critical, namespace: payments}
       exp_annotations:
         summary: No outbox dispatcher is running
-        description: 'No outbox dispatcher target of ` + job + ` in namespace payments has been up for 5 minutes (absent = 1), or none exists (scaled to 0, its ServiceMonitor removed): GitHub effects of this installation are not being delivered.'
+        description: 'No outbox dispatcher target in namespace payments has been up for 5 minutes (absent = 1), or none exists (scaled to 0, its ServiceMonitor removed): GitHub effects of this installation are not being delivered.'
         runbook_url: https://github.com/boardreadyops/cloud/blob/main/docs/operations.md#runbook-dispatcher-down
 `
 	dir := t.TempDir()
