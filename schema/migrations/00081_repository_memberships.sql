@@ -11,13 +11,16 @@
 -- repository_memberships keeps, for each (repository, installation), the newest delivery that gave
 -- the installation the repository (added, listed by installation created, transferred in) and the
 -- newest that took it away (removed, installation deleted). repositories.deleted_event_at keeps the
--- newest repository deleted, which takes it from every installation. Lifecycle derives the
+-- newest repository deleted, which takes it from every installation, and
+-- installations.deleted_event_at the newest installation deleted, which takes every repository from
+-- the installation, also one recorded later from an older delivery. Lifecycle derives the
 -- repository's installation and removed_at from them (docs/lifecycle.md): the installation that got
--- it last owns it, present while its own newest removal and the deletion are older.
+-- it last owns it, present while its own newest removal and both deletions are older. A repository
+-- first recorded by another event (a push) records that delivery's time as its membership's.
 --
 -- The existing time of each repository (00078) is kept as its owner's membership row, so nothing
 -- applied before changes. The table is small (a row per repository and installation it was in);
--- the backfill reads repositories once. Adding a nullable column without a default only changes the
+-- the backfill reads repositories once. Adding nullable columns without a default only changes the
 -- catalogue.
 
 -- +goose Up
@@ -36,6 +39,9 @@ COMMENT ON TABLE public.repository_memberships IS
 ALTER TABLE public.repositories ADD COLUMN deleted_event_at timestamptz;
 COMMENT ON COLUMN public.repositories.deleted_event_at IS
     'received_at of the newest repository deleted delivery (00081): it takes the repository from every installation whose membership is older';
+ALTER TABLE public.installations ADD COLUMN deleted_event_at timestamptz;
+COMMENT ON COLUMN public.installations.deleted_event_at IS
+    'received_at of the newest installation deleted delivery (00081): it takes from the installation every repository it got before';
 
 INSERT INTO public.repository_memberships (repository_id, installation_id, present_event_at, removed_event_at)
 SELECT r.id, r.installation_id,
@@ -52,3 +58,4 @@ ALTER TABLE public.repository_memberships OWNER TO boardreadyops_schema_owner;
 -- +goose Down
 DROP TABLE public.repository_memberships;
 ALTER TABLE public.repositories DROP COLUMN deleted_event_at;
+ALTER TABLE public.installations DROP COLUMN deleted_event_at;

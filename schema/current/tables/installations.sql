@@ -12,6 +12,7 @@ CREATE TABLE public.installations (
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     lifecycle_event_at timestamp with time zone,
+    deleted_event_at timestamp with time zone,
     CONSTRAINT installations_account_login_check CHECK (((length(account_login) >= 1) AND (length(account_login) <= 255))),
     CONSTRAINT installations_account_type_check CHECK ((account_type = ANY (ARRAY['User'::text, 'Organization'::text, 'Enterprise'::text]))),
     CONSTRAINT installations_id_check CHECK ((id > 0))
@@ -23,6 +24,9 @@ ALTER TABLE ONLY public.installations
 
 -- COMMENT COLUMN installations.lifecycle_event_at
 COMMENT ON COLUMN public.installations.lifecycle_event_at IS 'received_at of the newest created/deleted/suspend/unsuspend delivery applied (00033)';
+
+-- COMMENT COLUMN installations.deleted_event_at
+COMMENT ON COLUMN public.installations.deleted_event_at IS 'received_at of the newest installation deleted delivery (00081): it takes from the installation every repository it got before';
 
 -- ACL TABLE installations
 GRANT SELECT,INSERT,UPDATE ON TABLE public.installations TO boardreadyops_lifecycle;

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -55,14 +56,16 @@ func ensureInstallation(ctx context.Context, tx pgx.Tx, id int64, repo *eventdoc
 	return nil
 }
 
-// ensureRepository records a repository first seen through an event, without locking an existing row.
-func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo *eventdoc.Repository) error {
+// ensureRepository records a repository first seen through an event received at received, without
+// locking an existing row. The event says the installation had the repository then: that is its
+// membership's time (00081).
+func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo *eventdoc.Repository, received *time.Time) error {
 	if err := ensureInstallation(ctx, tx, installationID, repo); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name, default_branch, archived)
-		VALUES ($1, $2, $3, nullif($4, ''), $5) ON CONFLICT (id) DO NOTHING`,
-		repo.ID, installationID, repo.FullName, repo.DefaultBranch, repo.Archived)
+	_, err := tx.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name, default_branch, archived, membership_event_at)
+		VALUES ($1, $2, $3, nullif($4, ''), $5, coalesce($6, now())) ON CONFLICT (id) DO NOTHING`,
+		repo.ID, installationID, repo.FullName, repo.DefaultBranch, repo.Archived, received)
 	if err != nil {
 		return fmt.Errorf("record repository %d: %w", repo.ID, err)
 	}
@@ -100,20 +103,12 @@ func (h *Handlers) installation(ctx context.Context, tx pgx.Tx, job Job) (Result
 	current := tag.RowsAffected() > 0
 	// The repositories a created lists, and those a deleted removes, are membership changes, each
 	// ordered per repository and installation (00081), whatever the installation's order says: a
-	// created committed after the suspend received just after it still records its repositories.
-	// One committed after a newer deletion records none: the deletion removed them all.
+	// created committed after the suspend received just after it still records its repositories,
+	// present; one committed after a newer deletion records them removed.
 	var repos int64
 	switch d.Action {
 	case "created":
-		deleted := false
-		if !current {
-			if err := tx.QueryRow(ctx, `SELECT deleted_at IS NOT NULL FROM installations WHERE id = $1`, in.ID).Scan(&deleted); err != nil {
-				return Result{}, fmt.Errorf("read installation %d: %w", in.ID, err)
-			}
-		}
-		if !deleted {
-			repos, err = gainRepositories(ctx, tx, in.ID, d.Repositories, received)
-		}
+		repos, err = gainRepositories(ctx, tx, in.ID, d.Repositories, received)
 	case "deleted":
 		repos, err = loseInstallationRepositories(ctx, tx, in.ID, received)
 	}
@@ -194,7 +189,7 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	r := d.Repository
-	if err := ensureRepository(ctx, tx, d.InstallationID, r); err != nil {
+	if err := ensureRepository(ctx, tx, d.InstallationID, r, receivedAt(job)); err != nil {
 		return Result{}, err
 	}
 	var stmt string
@@ -245,17 +240,23 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 // Prepare records, before a batch's transaction, the installations and repositories its documents
 // name that are not recorded yet — in id order and committed at once. Inside the batch they would
 // be inserted in job order, and two batches inserting overlapping new rows in different orders
-// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second).
+// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second). received holds each
+// document's delivery time: a repository's is its membership's time (ensureRepository), the
+// newest of its documents'.
 func Prepare(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, docs []eventdoc.Document) error {
+}, docs []eventdoc.Document, received []time.Time) error {
+	if len(received) != len(docs) {
+		return fmt.Errorf("prepare: %d documents with %d delivery times", len(docs), len(received))
+	}
 	type repo struct {
 		id, installation  int64
 		fullName, owner   string
 		ownerType, branch string
+		received          time.Time
 	}
 	repos := map[int64]repo{}
-	for _, d := range docs {
+	for i, d := range docs {
 		if d.Repository == nil || d.Repository.ID <= 0 || d.InstallationID <= 0 || d.Repository.FullName == "" {
 			continue
 		}
@@ -263,30 +264,40 @@ func Prepare(ctx context.Context, db interface {
 		if owner == "" {
 			owner, _, _ = strings.Cut(d.Repository.FullName, "/")
 		}
-		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch}
+		at := received[i]
+		if prev, ok := repos[d.Repository.ID]; ok && prev.received.After(at) {
+			at = prev.received
+		}
+		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch, at}
 	}
 	if len(repos) == 0 {
 		return nil
 	}
 	var ids, insts []int64
 	var names, owners, types, branches []string
+	var ats []*time.Time
 	for _, r := range repos {
 		ids, insts = append(ids, r.id), append(insts, r.installation)
 		names, owners, types, branches = append(names, r.fullName), append(owners, r.owner), append(types, r.ownerType), append(branches, r.branch)
+		var at *time.Time
+		if !r.received.IsZero() {
+			at = &r.received
+		}
+		ats = append(ats, at)
 	}
 	_, err := db.Exec(ctx, `
 		WITH input AS (
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-				AS t(id, installation_id, full_name, owner, owner_type, default_branch)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+				AS t(id, installation_id, full_name, owner, owner_type, default_branch, received_at)
 		), inst AS (
 			INSERT INTO installations (id, account_login, account_type)
 			SELECT DISTINCT ON (installation_id) installation_id, owner, owner_type FROM input ORDER BY installation_id
 			ON CONFLICT (id) DO NOTHING
 		)
-		INSERT INTO repositories (id, installation_id, full_name, default_branch)
-		SELECT id, installation_id, full_name, nullif(default_branch, '') FROM input
+		INSERT INTO repositories (id, installation_id, full_name, default_branch, membership_event_at)
+		SELECT id, installation_id, full_name, nullif(default_branch, ''), coalesce(received_at, now()) FROM input
 		WHERE full_name ~ '^[^/\s]+/[^/\s]+$' ORDER BY id
-		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches)
+		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches, ats)
 	if err != nil {
 		return fmt.Errorf("record new installations and repositories: %w", err)
 	}

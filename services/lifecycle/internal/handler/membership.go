@@ -18,9 +18,12 @@ import (
 // delivery that gave the installation the repository (added, listed by installation created,
 // transferred in) and the newest that took it away (removed, installation deleted).
 // repositories.deleted_event_at keeps the newest repository deleted, which takes it from every
-// installation. The repository's installation and removed_at then derive from them
-// (resolveMemberships): the installation that got it last owns it, present while its own newest
-// removal and the deletion are older. So a removal counts only against its own installation, and a
+// installation, and installations.deleted_event_at the newest installation deleted, which takes
+// from it every repository it got before (also one recorded later from an older delivery). A
+// repository first recorded by another event (a push) counts as its installation's from that
+// delivery's time (ensureRepository, Prepare). The repository's installation and removed_at then
+// derive from them (resolveMemberships): the installation that got it last owns it, present while
+// its own newest removal and both deletions are older. So a removal counts only against its own installation, and a
 // transfer received before the old installation's removal but committed after it still moves the
 // repository. A repository's rows are changed under its repositories row lock, taken in id order, as
 // every writer of repositories takes them.
@@ -106,9 +109,15 @@ func loseRepositories(ctx context.Context, tx pgx.Tx, installationID int64, refs
 	return changeMemberships(ctx, tx, installationID, ids, lost, received)
 }
 
-// loseInstallationRepositories records that a deleted installation lost every repository it owns
-// or has a membership of. It returns how many the delivery is the installation's newest word on.
+// loseInstallationRepositories records that a deleted installation lost every repository: those
+// it owns or has a membership of now, through their memberships, and those recorded later from an
+// older delivery, through installations.deleted_event_at. It returns how many the delivery is the
+// installation's newest word on.
 func loseInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) (int64, error) {
+	if _, err := tx.Exec(ctx, `UPDATE installations SET deleted_event_at = greatest(deleted_event_at, coalesce($2, now()))
+		WHERE id = $1`, installationID, received); err != nil {
+		return 0, fmt.Errorf("record the deletion of installation %d: %w", installationID, err)
+	}
 	rows, err := tx.Query(ctx, `SELECT id FROM repositories WHERE installation_id = $1
 		UNION SELECT repository_id FROM repository_memberships WHERE installation_id = $1 ORDER BY 1`, installationID)
 	if err != nil {
@@ -134,6 +143,9 @@ func deleteRepository(ctx context.Context, tx pgx.Tx, id int64, received *time.T
 	if err := lockRepositories(ctx, tx, []int64{id}); err != nil {
 		return false, err
 	}
+	if err := ownersMemberships(ctx, tx, []int64{id}); err != nil {
+		return false, err
+	}
 	tag, err := tx.Exec(ctx, `UPDATE repositories SET deleted_event_at = coalesce($2, now()), updated_at = now()
 		WHERE id = $1 AND (deleted_event_at IS NULL OR deleted_event_at <= coalesce($2, now()))`, id, received)
 	if err != nil {
@@ -152,8 +164,11 @@ func lockRepositories(ctx context.Context, tx pgx.Tx, ids []int64) error {
 // changeMemberships records the change for the installation's rows of ids (recorded and locked,
 // in id order), then derives the repositories' state. A change counts as the installation's newest
 // word on a repository when it is newer than the installation's opposite change, and a gain also
-// newer than the repository's deletion.
+// newer than the repository's deletion and the installation's.
 func changeMemberships(ctx context.Context, tx pgx.Tx, installationID int64, ids []int64, change membershipChange, received *time.Time) (int64, error) {
+	if err := ownersMemberships(ctx, tx, ids); err != nil {
+		return 0, err
+	}
 	other := gained
 	if change == gained {
 		other = lost
@@ -168,20 +183,37 @@ func changeMemberships(ctx context.Context, tx pgx.Tx, installationID int64, ids
 			SET `+string(change)+` = greatest(m.`+string(change)+`, EXCLUDED.`+string(change)+`), updated_at = now()
 			RETURNING m.repository_id, m.`+string(change)+` AS at, m.`+string(other)+` AS opposite
 		)
-		SELECT count(*) FROM changed c JOIN repositories r ON r.id = c.repository_id, t
+		SELECT count(*) FROM changed c JOIN repositories r ON r.id = c.repository_id
+		CROSS JOIN t LEFT JOIN installations i ON i.id = $1
 		WHERE c.at = t.at AND (c.opposite IS NULL OR c.opposite < c.at)
-		  AND ($4 OR r.deleted_event_at IS NULL OR r.deleted_event_at < c.at)`,
+		  AND ($4 OR ((r.deleted_event_at IS NULL OR r.deleted_event_at < c.at) AND (i.deleted_event_at IS NULL OR i.deleted_event_at < c.at)))`,
 		installationID, ids, received, change == lost).Scan(&newest); err != nil {
 		return 0, fmt.Errorf("record membership of installation %d: %w", installationID, err)
 	}
 	return newest, resolveMemberships(ctx, tx, ids, received)
 }
 
+// ownersMemberships gives each repository of ids whose installation has no membership row yet
+// (recorded before 00081, or first seen in another event) one from what the repository records:
+// present or removed at membership_event_at, the time of the delivery that recorded it or last
+// changed it, or before anything else when it has none. The repositories are locked.
+func ownersMemberships(ctx context.Context, tx pgx.Tx, ids []int64) error {
+	if _, err := tx.Exec(ctx, `
+		INSERT INTO repository_memberships (repository_id, installation_id, present_event_at, removed_event_at)
+		SELECT r.id, r.installation_id,
+			CASE WHEN r.removed_at IS NULL THEN coalesce(r.membership_event_at, '-infinity') END,
+			CASE WHEN r.removed_at IS NOT NULL THEN coalesce(r.membership_event_at, '-infinity') END
+		FROM repositories r WHERE r.id = ANY($1) ORDER BY r.id
+		ON CONFLICT (repository_id, installation_id) DO NOTHING`, ids); err != nil {
+		return fmt.Errorf("record repositories' memberships: %w", err)
+	}
+	return nil
+}
+
 // resolveMemberships derives each repository's installation and removed_at from its memberships:
-// the installation that got it last owns it, present while that installation's newest removal and
-// the repository's deletion are older. A repository's owner without a membership row (recorded
-// before 00081 without a time, or first seen in a push) counts as given it before anything else.
-// membership_event_at keeps the newest change's time, for a previous release's lifecycle.
+// the installation that got it last owns it, present while that installation's newest removal,
+// its deletion and the repository's deletion are older. membership_event_at keeps the newest
+// change's time, for a previous release's lifecycle.
 func resolveMemberships(ctx context.Context, tx pgx.Tx, ids []int64, received *time.Time) error {
 	_, err := tx.Exec(ctx, `
 		UPDATE repositories r
@@ -192,22 +224,16 @@ func resolveMemberships(ctx context.Context, tx pgx.Tx, ids []int64, received *t
 			SELECT x.id, w.installation_id,
 				w.present_event_at IS NOT NULL
 				AND (w.removed_event_at IS NULL OR w.present_event_at > w.removed_event_at)
-				AND (x.deleted_event_at IS NULL OR w.present_event_at > x.deleted_event_at) AS present
+				AND (x.deleted_event_at IS NULL OR w.present_event_at > x.deleted_event_at)
+				AND (i.deleted_event_at IS NULL OR w.present_event_at > i.deleted_event_at) AS present
 			FROM repositories x
 			CROSS JOIN LATERAL (
-				SELECT u.* FROM (
-					SELECT m.installation_id, m.present_event_at, m.removed_event_at
-					FROM repository_memberships m WHERE m.repository_id = x.id
-					UNION ALL
-					SELECT x.installation_id,
-						CASE WHEN x.removed_at IS NULL THEN '-infinity'::timestamptz END,
-						CASE WHEN x.removed_at IS NOT NULL THEN '-infinity'::timestamptz END
-					WHERE NOT EXISTS (SELECT FROM repository_memberships m
-						WHERE m.repository_id = x.id AND m.installation_id = x.installation_id)
-				) u
-				ORDER BY u.present_event_at DESC NULLS LAST, u.installation_id = x.installation_id DESC
+				SELECT m.installation_id, m.present_event_at, m.removed_event_at
+				FROM repository_memberships m WHERE m.repository_id = x.id
+				ORDER BY m.present_event_at DESC NULLS LAST, m.installation_id = x.installation_id DESC
 				LIMIT 1
 			) w
+			LEFT JOIN installations i ON i.id = w.installation_id
 			WHERE x.id = ANY($1)
 		) o
 		WHERE r.id = o.id`, ids, received)

@@ -136,6 +136,13 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 			transferredTo(otherInstallation, away)}, present(otherInstallation, away), false},
 		{"transferred away, then renamed by the new owner", []eventdoc.Document{transferredTo(otherInstallation, away),
 			renamedTo(otherInstallation, "new-owner/hello-new")}, present(otherInstallation, "new-owner/hello-new"), false},
+		// An installation's deletion takes every repository it got before, also one recorded later
+		// from an older delivery, and none it got after.
+		{"the installation created with it, deleted, created without it", []eventdoc.Document{
+			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}), installationEvent("deleted"),
+			installationEvent("created")}, absent, true},
+		{"the installation deleted, created, then the repository created", []eventdoc.Document{installationEvent("deleted"),
+			installationEvent("created"), repoEvent("created", nil)}, present(installationID, here), true},
 		// A transfer to another account's installation, then the old installation's removal: the
 		// removal speaks only of the old installation, whichever commits first (00081).
 		{"transferred away, then removed by the old installation", []eventdoc.Document{transferredTo(otherInstallation, away),
