@@ -144,8 +144,10 @@ func Render(s State) Output {
 		lead = "The release workflow failed" + runLink(s) + conclusionNote(s) + "."
 		if a := current(s); a != nil && a.Conclusion == "success" {
 			// A workflow that succeeded and still failed its run: it ran another commit than the
-			// run's (docs/lifecycle.md), which the notice names.
-			lead = "The release workflow concluded `success`" + runLink(s) + ", but this release run is failed."
+			// run's (docs/lifecycle.md, migrations 00079 and 00080, the only transitions that write
+			// this), which the notice names. Said here too: a later answer replaces the notice.
+			lead = "The release workflow concluded `success`" + runLink(s) + ", but it ran another commit than this release run's " +
+				"(its tag was moved just before the dispatch), so this release run is failed."
 			rerun = "**Re-run** dispatches the tag again only while it points at this commit."
 		}
 	}
