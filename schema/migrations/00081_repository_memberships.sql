@@ -13,10 +13,11 @@
 -- newest that took it away (removed, installation deleted). repositories.deleted_event_at keeps the
 -- newest repository deleted, which takes it from every installation, and
 -- installations.deleted_event_at the newest installation deleted, which takes every repository from
--- the installation, also one recorded later from an older delivery. Lifecycle derives the
--- repository's installation and removed_at from them (docs/lifecycle.md): the installation that got
--- it last owns it, present while its own newest removal and both deletions are older. A repository
--- first recorded by another event (a push) records that delivery's time as its membership's.
+-- the installation, also one a membership change records later from an older delivery. Lifecycle
+-- derives the repository's installation and removed_at from them (docs/lifecycle.md): the
+-- installation that got it last owns it, present while its own newest removal and both deletions
+-- are older. A repository first recorded by another event (a push) has no time: its installation
+-- counts as having got it before anything else.
 --
 -- The existing time of each repository (00078) is kept as its owner's membership row, so nothing
 -- applied before changes. The table is small (a row per repository and installation it was in);
@@ -39,6 +40,8 @@ COMMENT ON TABLE public.repository_memberships IS
 ALTER TABLE public.repositories ADD COLUMN deleted_event_at timestamptz;
 COMMENT ON COLUMN public.repositories.deleted_event_at IS
     'received_at of the newest repository deleted delivery (00081): it takes the repository from every installation whose membership is older';
+COMMENT ON COLUMN public.repositories.membership_event_at IS
+    'received_at of the newest membership change lifecycle handled for the repository (00078); since 00081 repository_memberships orders them';
 ALTER TABLE public.installations ADD COLUMN deleted_event_at timestamptz;
 COMMENT ON COLUMN public.installations.deleted_event_at IS
     'received_at of the newest installation deleted delivery (00081): it takes from the installation every repository it got before';
@@ -57,5 +60,7 @@ ALTER TABLE public.repository_memberships OWNER TO boardreadyops_schema_owner;
 
 -- +goose Down
 DROP TABLE public.repository_memberships;
+COMMENT ON COLUMN public.repositories.membership_event_at IS
+    'received_at of the newest delivery applied that added, removed, transferred or deleted the repository (00078)';
 ALTER TABLE public.repositories DROP COLUMN deleted_event_at;
 ALTER TABLE public.installations DROP COLUMN deleted_event_at;

@@ -35,7 +35,7 @@ CREATE INDEX repositories_full_name_idx ON public.repositories USING btree (full
 CREATE INDEX repositories_installation_id_idx ON public.repositories USING btree (installation_id);
 
 -- COMMENT COLUMN repositories.membership_event_at
-COMMENT ON COLUMN public.repositories.membership_event_at IS 'received_at of the newest delivery applied that added, removed, transferred or deleted the repository (00078)';
+COMMENT ON COLUMN public.repositories.membership_event_at IS 'received_at of the newest membership change lifecycle handled for the repository (00078); since 00081 repository_memberships orders them';
 
 -- COMMENT COLUMN repositories.name_event_at
 COMMENT ON COLUMN public.repositories.name_event_at IS 'received_at of the newest delivery whose full_name the repository has (00078)';

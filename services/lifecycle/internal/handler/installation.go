@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,16 +55,19 @@ func ensureInstallation(ctx context.Context, tx pgx.Tx, id int64, repo *eventdoc
 	return nil
 }
 
-// ensureRepository records a repository first seen through an event received at received, without
-// locking an existing row. The event says the installation had the repository then: that is its
-// membership's time (00081).
-func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo *eventdoc.Repository, received *time.Time) error {
+// ensureRepository records a repository first seen through an event, without locking an existing
+// row. It records no membership time: a push or another event says nothing of the order of
+// membership changes, and one committed late must not outrank them (00081). Under an installation
+// already deleted (GitHub never reuses an installation's id) it is recorded removed.
+func ensureRepository(ctx context.Context, tx pgx.Tx, installationID int64, repo *eventdoc.Repository) error {
 	if err := ensureInstallation(ctx, tx, installationID, repo); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name, default_branch, archived, membership_event_at)
-		VALUES ($1, $2, $3, nullif($4, ''), $5, coalesce($6, now())) ON CONFLICT (id) DO NOTHING`,
-		repo.ID, installationID, repo.FullName, repo.DefaultBranch, repo.Archived, received)
+	_, err := tx.Exec(ctx, `INSERT INTO repositories (id, installation_id, full_name, default_branch, archived, removed_at)
+		SELECT $1, $2, $3, nullif($4, ''), $5, CASE WHEN i.deleted_event_at IS NOT NULL THEN now() END
+		FROM installations i WHERE i.id = $2
+		ON CONFLICT (id) DO NOTHING`,
+		repo.ID, installationID, repo.FullName, repo.DefaultBranch, repo.Archived)
 	if err != nil {
 		return fmt.Errorf("record repository %d: %w", repo.ID, err)
 	}
@@ -189,7 +191,7 @@ func (h *Handlers) installationRepositories(ctx context.Context, tx pgx.Tx, job 
 func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, error) {
 	d := &job.Document
 	r := d.Repository
-	if err := ensureRepository(ctx, tx, d.InstallationID, r, receivedAt(job)); err != nil {
+	if err := ensureRepository(ctx, tx, d.InstallationID, r); err != nil {
 		return Result{}, err
 	}
 	var stmt string
@@ -240,23 +242,18 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 // Prepare records, before a batch's transaction, the installations and repositories its documents
 // name that are not recorded yet — in id order and committed at once. Inside the batch they would
 // be inserted in job order, and two batches inserting overlapping new rows in different orders
-// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second). received holds each
-// document's delivery time: a repository's is its membership's time (ensureRepository), the
-// newest of its documents'.
+// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second). As in ensureRepository,
+// a repository is recorded without a membership time, and removed under a deleted installation.
 func Prepare(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, docs []eventdoc.Document, received []time.Time) error {
-	if len(received) != len(docs) {
-		return fmt.Errorf("prepare: %d documents with %d delivery times", len(docs), len(received))
-	}
+}, docs []eventdoc.Document) error {
 	type repo struct {
 		id, installation  int64
 		fullName, owner   string
 		ownerType, branch string
-		received          time.Time
 	}
 	repos := map[int64]repo{}
-	for i, d := range docs {
+	for _, d := range docs {
 		if d.Repository == nil || d.Repository.ID <= 0 || d.InstallationID <= 0 || d.Repository.FullName == "" {
 			continue
 		}
@@ -264,40 +261,32 @@ func Prepare(ctx context.Context, db interface {
 		if owner == "" {
 			owner, _, _ = strings.Cut(d.Repository.FullName, "/")
 		}
-		at := received[i]
-		if prev, ok := repos[d.Repository.ID]; ok && prev.received.After(at) {
-			at = prev.received
-		}
-		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch, at}
+		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch}
 	}
 	if len(repos) == 0 {
 		return nil
 	}
 	var ids, insts []int64
 	var names, owners, types, branches []string
-	var ats []*time.Time
 	for _, r := range repos {
 		ids, insts = append(ids, r.id), append(insts, r.installation)
 		names, owners, types, branches = append(names, r.fullName), append(owners, r.owner), append(types, r.ownerType), append(branches, r.branch)
-		var at *time.Time
-		if !r.received.IsZero() {
-			at = &r.received
-		}
-		ats = append(ats, at)
 	}
 	_, err := db.Exec(ctx, `
 		WITH input AS (
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
-				AS t(id, installation_id, full_name, owner, owner_type, default_branch, received_at)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
+				AS t(id, installation_id, full_name, owner, owner_type, default_branch)
 		), inst AS (
 			INSERT INTO installations (id, account_login, account_type)
 			SELECT DISTINCT ON (installation_id) installation_id, owner, owner_type FROM input ORDER BY installation_id
 			ON CONFLICT (id) DO NOTHING
 		)
-		INSERT INTO repositories (id, installation_id, full_name, default_branch, membership_event_at)
-		SELECT id, installation_id, full_name, nullif(default_branch, ''), coalesce(received_at, now()) FROM input
-		WHERE full_name ~ '^[^/\s]+/[^/\s]+$' ORDER BY id
-		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches, ats)
+		INSERT INTO repositories (id, installation_id, full_name, default_branch, removed_at)
+		SELECT input.id, input.installation_id, input.full_name, nullif(input.default_branch, ''),
+			CASE WHEN i.deleted_event_at IS NOT NULL THEN now() END
+		FROM input LEFT JOIN installations i ON i.id = input.installation_id
+		WHERE input.full_name ~ '^[^/\s]+/[^/\s]+$' ORDER BY input.id
+		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches)
 	if err != nil {
 		return fmt.Errorf("record new installations and repositories: %w", err)
 	}

@@ -19,14 +19,17 @@ import (
 // transferred in) and the newest that took it away (removed, installation deleted).
 // repositories.deleted_event_at keeps the newest repository deleted, which takes it from every
 // installation, and installations.deleted_event_at the newest installation deleted, which takes
-// from it every repository it got before (also one recorded later from an older delivery). A
-// repository first recorded by another event (a push) counts as its installation's from that
-// delivery's time (ensureRepository, Prepare). The repository's installation and removed_at then
-// derive from them (resolveMemberships): the installation that got it last owns it, present while
-// its own newest removal and both deletions are older. So a removal counts only against its own installation, and a
-// transfer received before the old installation's removal but committed after it still moves the
-// repository. A repository's rows are changed under its repositories row lock, taken in id order, as
-// every writer of repositories takes them.
+// from it every repository it got before (also one a membership change records later from an
+// older delivery). A repository first recorded by another event (a push: ensureRepository,
+// Prepare) has no time: its installation counts as having got it before anything else, since a
+// push committed late must not outrank the membership changes received after it. The repository's
+// installation and removed_at derive from them (resolveMemberships): the installation that got it
+// last owns it, present while its own newest removal and both deletions are older. So a removal
+// counts only against its own installation, and a transfer received before the old installation's
+// removal but committed after it still moves the repository. A repository's rows are changed under
+// its repositories row lock, taken in id order as every writer of repositories takes them, after a
+// share lock on a gaining installation: an installation's deletion holds that row while it lists
+// the installation's repositories.
 
 // membershipChange is what a delivery says of its installation's access to repositories.
 type membershipChange string
@@ -74,7 +77,11 @@ func gainRepositories(ctx context.Context, tx pgx.Tx, installationID int64, refs
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	// Also the lock on each row, in id order.
+	// A deletion of the installation committing now has listed its repositories: wait for it, so
+	// that this gain sees its time. Then the lock on each row, in id order.
+	if _, err := tx.Exec(ctx, `SELECT FROM installations WHERE id = $1 FOR SHARE`, installationID); err != nil {
+		return 0, fmt.Errorf("lock installation %d: %w", installationID, err)
+	}
 	if _, err := tx.Exec(ctx, `
 		INSERT INTO repositories AS repositories (id, installation_id, full_name, membership_event_at, name_event_at)
 		SELECT t.id, $1, t.full_name, coalesce($4, now()), coalesce($4, now()) FROM unnest($2::bigint[], $3::text[]) AS t(id, full_name)
@@ -100,19 +107,18 @@ func loseRepositories(ctx context.Context, tx pgx.Tx, installationID int64, refs
 		INSERT INTO repositories (id, installation_id, full_name, removed_at, membership_event_at)
 		SELECT t.id, $1, t.full_name, now(), coalesce($4, now()) FROM unnest($2::bigint[], $3::text[]) AS t(id, full_name)
 		ORDER BY t.id
-		ON CONFLICT (id) DO NOTHING`, installationID, ids, names, received); err != nil {
+		ON CONFLICT (id) DO UPDATE SET updated_at = repositories.updated_at -- the lock, in id order with the new rows
+		`, installationID, ids, names, received); err != nil {
 		return 0, fmt.Errorf("record removed repositories of installation %d: %w", installationID, err)
-	}
-	if err := lockRepositories(ctx, tx, ids); err != nil {
-		return 0, err
 	}
 	return changeMemberships(ctx, tx, installationID, ids, lost, received)
 }
 
 // loseInstallationRepositories records that a deleted installation lost every repository: those
-// it owns or has a membership of now, through their memberships, and those recorded later from an
-// older delivery, through installations.deleted_event_at. It returns how many the delivery is the
-// installation's newest word on.
+// it owns or has a membership of now, through their memberships, and those a membership change
+// records later from an older delivery, through installations.deleted_event_at. It holds the
+// installation's row (updated first), so no gain for it commits between the list and the change.
+// It returns how many the delivery is the installation's newest word on.
 func loseInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID int64, received *time.Time) (int64, error) {
 	if _, err := tx.Exec(ctx, `UPDATE installations SET deleted_event_at = greatest(deleted_event_at, coalesce($2, now()))
 		WHERE id = $1`, installationID, received); err != nil {

@@ -72,7 +72,7 @@ func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job, record 
 	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		// First sight of this repository (or installation): record it, then read again.
-		if err := ensureRepository(ctx, tx, d.InstallationID, repo, receivedAt(job)); err != nil {
+		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
 			return false, Result{}, err
 		}
 		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID)

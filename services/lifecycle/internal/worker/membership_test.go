@@ -3,12 +3,16 @@ package worker_test
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
 
 // membershipEvent is an installation_repositories delivery of action for the test repository.
@@ -141,8 +145,16 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 		{"the installation created with it, deleted, created without it", []eventdoc.Document{
 			installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: here}), installationEvent("deleted"),
 			installationEvent("created")}, absent, true},
-		{"the installation deleted, created, then the repository created", []eventdoc.Document{installationEvent("deleted"),
-			installationEvent("created"), repoEvent("created", nil)}, present(installationID, here), true},
+		{"a push, then the installation deleted, first seen in them", []eventdoc.Document{pushTag("v0.9.0", sha),
+			installationEvent("deleted")}, absent, true},
+		// A push (or another event) that records a repository first says nothing of the order of
+		// membership changes: committed late, it does not outrank them.
+		{"transferred away, then a late push from the old installation, first seen in them", []eventdoc.Document{
+			transferredTo(otherInstallation, away), pushTag("v0.9.0", sha)}, present(otherInstallation, away), true},
+		{"removed, then a late push, first seen in them", []eventdoc.Document{membershipEvent("removed"), pushTag("v0.9.0", sha)},
+			absent, true},
+		{"added, removed, then a late push, first seen in them", []eventdoc.Document{membershipEvent("added"), membershipEvent("removed"),
+			pushTag("v0.9.0", sha)}, absent, true},
 		// A transfer to another account's installation, then the old installation's removal: the
 		// removal speaks only of the old installation, whichever commits first (00081).
 		{"transferred away, then removed by the old installation", []eventdoc.Document{transferredTo(otherInstallation, away),
@@ -187,10 +199,60 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 				push.InstallationID = cmp.Or(tt.want.owner, installationID)
 				b.deliver(push)
 				b.drain()
-				if runs := b.count(`SELECT count(*) FROM release_runs`); (runs == 1) == tt.want.removed {
+				if runs := b.count(`SELECT count(*) FROM release_runs WHERE ref = 'refs/tags/v9.0.0'`); (runs == 1) == tt.want.removed {
 					t.Fatalf("%d release runs with the repository removed %v", runs, tt.want.removed)
 				}
 			})
 		}
+	}
+}
+
+// Membership changes of two installations over overlapping repositories, some recorded and some
+// new, applied by six loops at once: every writer locks the repositories in id order, new rows
+// with the recorded ones, so none deadlocks (PostgreSQL counts deadlocks per database). Before,
+// a removal inserted its new rows before it locked the recorded ones, and an addition of the same
+// repositories deadlocked with it.
+func TestMembershipChangesDoNotDeadlock(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *worker.Config) { c.BatchSize = 1 })
+	b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: 1, FullName: "octo-org/r1"}))
+	b.drain()
+	for i := range 100 {
+		refs := []eventdoc.RepositoryRef{{ID: 1, FullName: "octo-org/r1"}, {ID: int64(100 + i), FullName: fmt.Sprintf("octo-org/r%d", 100+i)},
+			{ID: int64(101 + i), FullName: fmt.Sprintf("octo-org/r%d", 101+i)}}
+		for _, inst := range []int64{installationID, otherInstallation} {
+			for _, action := range []string{"added", "removed"} {
+				d := membershipEvent(action)
+				d.InstallationID, d.Installation.ID = inst, inst
+				d.RepositoriesAdded, d.RepositoriesRemoved = nil, nil
+				if action == "added" {
+					d.RepositoriesAdded = refs
+				} else {
+					d.RepositoriesRemoved = refs
+				}
+				b.deliver(d)
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := b.worker.ProcessAvailable(b.ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	b.drain() // a job whose batch failed is back after its backoff: none should be
+	if n := b.count(`SELECT count(*) FROM control_plane_jobs WHERE status <> 'completed'`); n != 0 {
+		t.Errorf("%d jobs not completed", n)
+	}
+	// The statistics of a backend that hit a deadlock reach the database within a second of its
+	// transaction's end.
+	time.Sleep(1500 * time.Millisecond)
+	if n := b.count(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`); n != 0 {
+		t.Fatalf("%d deadlocks", n)
 	}
 }

@@ -268,13 +268,12 @@ func (w *Worker) process(ctx context.Context, batch []jobs.Job) {
 	}
 	// New installations and repositories first, in id order and committed at once (deadlocks).
 	prepDocs := make([]eventdoc.Document, 0, len(docs))
-	prepReceived := make([]time.Time, 0, len(docs))
 	for _, r := range docs {
 		if r.err == nil {
-			prepDocs, prepReceived = append(prepDocs, r.doc), append(prepReceived, r.receivedAt)
+			prepDocs = append(prepDocs, r.doc)
 		}
 	}
-	if err := handler.Prepare(ctx, w.pool, prepDocs, prepReceived); err != nil {
+	if err := handler.Prepare(ctx, w.pool, prepDocs); err != nil {
 		w.logger.Warn("recording new repositories before the batch failed; the batch records them itself", "error", err)
 	}
 	// Fast path: the whole batch in one transaction without savepoints. Failures are rare; when a

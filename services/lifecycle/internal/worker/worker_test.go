@@ -380,7 +380,7 @@ func TestPrepareRecordsNewRepositoriesOnce(t *testing.T) {
 	bad.Repository = &eventdoc.Repository{ID: 6, FullName: "not a valid name"}
 	docs = append(docs, other, bad)
 	for i := 0; i < 2; i++ {
-		if err := handler.Prepare(b.ctx, b.pool, docs, make([]time.Time, len(docs))); err != nil {
+		if err := handler.Prepare(b.ctx, b.pool, docs); err != nil {
 			t.Fatalf("prepare %d: %v", i, err)
 		}
 	}

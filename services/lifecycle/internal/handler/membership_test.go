@@ -1,0 +1,70 @@
+package handler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// An installation's deletion lists the installation's repositories while it holds the
+// installation's row, and a transfer into the installation received before it, committing
+// meanwhile, waits for it: the transfer then sees the deletion, and the repository ends removed,
+// as the two received in order leave it. Without the wait the transfer committed between the list
+// and the deletion's commit, and the repository stayed present under the deleted installation.
+func TestInstallationDeletionWaitsForNoGain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization'), (2, 'b', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES (10, 2, 'b/ten', now() - interval '1 hour')`); err != nil {
+		t.Fatal(err)
+	}
+	transferAt := time.Now()
+	deleteAt := transferAt.Add(time.Second)
+	del, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = del.Rollback(ctx) }()
+	if _, err := loseInstallationRepositories(ctx, del, 1, &deleteAt); err != nil {
+		t.Fatal(err)
+	}
+	transferred := make(chan error, 1)
+	go func() {
+		tr, err := pool.Begin(ctx)
+		if err != nil {
+			transferred <- err
+			return
+		}
+		defer func() { _ = tr.Rollback(ctx) }()
+		if _, err := gainRepositories(ctx, tr, 1, []eventdoc.RepositoryRef{{ID: 10, FullName: "a/ten"}}, &transferAt); err != nil {
+			transferred <- err
+			return
+		}
+		transferred <- tr.Commit(ctx)
+	}()
+	select {
+	case err := <-transferred:
+		t.Fatalf("the transfer committed while the deletion was listing (%v)", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := del.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-transferred; err != nil {
+		t.Fatal(err)
+	}
+	var removed bool
+	var owner int64
+	if err := pool.QueryRow(ctx, `SELECT removed_at IS NOT NULL, installation_id FROM repositories WHERE id = 10`).Scan(&removed, &owner); err != nil {
+		t.Fatal(err)
+	}
+	if !removed || owner != 1 {
+		t.Fatalf("repository removed %v under installation %d, want removed under 1: the deletion was received after the transfer", removed, owner)
+	}
+}
