@@ -15,7 +15,7 @@ import (
 // collector's prometheus.NewDesc("boardreadyops_…")), with the series names a histogram adds.
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	decl := regexp.MustCompile(`(?:Name:\s+|prometheus\.NewDesc\(\s*)"(boardreadyops_[a-z0-9_]+)"`)
+	decl := regexp.MustCompile(`(?:Name:\s+|prometheus\.NewDesc\(\s*|Metric\s+=\s+)"(boardreadyops_[a-z0-9_]+)"`)
 	names := map[string]bool{}
 	for _, root := range []string{"../../../services", "../../../pkg"} {
 		err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
