@@ -242,8 +242,11 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 // Prepare records, before a batch's transaction, the installations and repositories its documents
 // name that are not recorded yet — in id order and committed at once. Inside the batch they would
 // be inserted in job order, and two batches inserting overlapping new rows in different orders
-// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second). As in ensureRepository,
-// a repository is recorded without a membership time, and removed under a deleted installation.
+// deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second); recorded, they are locked
+// up front (LockMemberships). As in ensureRepository, a repository is recorded without a membership
+// time, and removed under a deleted installation; one named only as removed from its installation
+// (installation_repositories removed) is recorded removed. The batch's jobs then apply their
+// changes, each with its own time, which outranks none.
 func Prepare(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, docs []eventdoc.Document) error {
@@ -251,31 +254,54 @@ func Prepare(ctx context.Context, db interface {
 		id, installation  int64
 		fullName, owner   string
 		ownerType, branch string
+		removed           bool
 	}
 	repos := map[int64]repo{}
 	for _, d := range docs {
-		if d.Repository == nil || d.Repository.ID <= 0 || d.InstallationID <= 0 || d.Repository.FullName == "" {
+		if d.Repository != nil && d.Repository.ID > 0 && d.InstallationID > 0 && d.Repository.FullName != "" {
+			owner := d.Repository.OwnerLogin
+			if owner == "" {
+				owner, _, _ = strings.Cut(d.Repository.FullName, "/")
+			}
+			repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch, false}
+		}
+		if d.Installation == nil || d.Installation.ID <= 0 {
 			continue
 		}
-		owner := d.Repository.OwnerLogin
-		if owner == "" {
-			owner, _, _ = strings.Cut(d.Repository.FullName, "/")
+		refs := func(rs []eventdoc.RepositoryRef, removed bool) {
+			for _, r := range rs {
+				if _, ok := repos[r.ID]; ok || r.ID <= 0 || r.FullName == "" {
+					continue // a document naming it whole, or an earlier list, wins
+				}
+				owner, _, _ := strings.Cut(r.FullName, "/")
+				repos[r.ID] = repo{r.ID, d.Installation.ID, r.FullName, owner, accountType(d.Installation.AccountType), "", removed}
+			}
 		}
-		repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch}
+		switch d.Event {
+		case eventdoc.EventInstallation:
+			if d.Action == "created" {
+				refs(d.Repositories, false)
+			}
+		case eventdoc.EventInstallationRepositories:
+			refs(d.RepositoriesAdded, false)
+			refs(d.RepositoriesRemoved, true)
+		}
 	}
 	if len(repos) == 0 {
 		return nil
 	}
 	var ids, insts []int64
 	var names, owners, types, branches []string
+	var removed []bool
 	for _, r := range repos {
 		ids, insts = append(ids, r.id), append(insts, r.installation)
 		names, owners, types, branches = append(names, r.fullName), append(owners, r.owner), append(types, r.ownerType), append(branches, r.branch)
+		removed = append(removed, r.removed)
 	}
 	_, err := db.Exec(ctx, `
 		WITH input AS (
-			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[])
-				AS t(id, installation_id, full_name, owner, owner_type, default_branch)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[], $7::boolean[])
+				AS t(id, installation_id, full_name, owner, owner_type, default_branch, removed)
 		), inst AS (
 			INSERT INTO installations (id, account_login, account_type)
 			SELECT DISTINCT ON (installation_id) installation_id, owner, owner_type FROM input ORDER BY installation_id
@@ -283,10 +309,10 @@ func Prepare(ctx context.Context, db interface {
 		)
 		INSERT INTO repositories (id, installation_id, full_name, default_branch, removed_at)
 		SELECT input.id, input.installation_id, input.full_name, nullif(input.default_branch, ''),
-			CASE WHEN i.deleted_event_at IS NOT NULL THEN now() END
+			CASE WHEN input.removed OR i.deleted_event_at IS NOT NULL THEN now() END
 		FROM input LEFT JOIN installations i ON i.id = input.installation_id
 		WHERE input.full_name ~ '^[^/\s]+/[^/\s]+$' ORDER BY input.id
-		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches)
+		ON CONFLICT (id) DO NOTHING`, ids, insts, names, owners, types, branches, removed)
 	if err != nil {
 		return fmt.Errorf("record new installations and repositories: %w", err)
 	}

@@ -28,7 +28,7 @@ import (
 // counts only against its own installation, and a transfer received before the old installation's
 // removal but committed after it still moves the repository. A repository's rows are changed under
 // its repositories row lock, taken in id order as every writer of repositories takes them, after a
-// share lock on a gaining installation: an installation's deletion holds that row while it lists
+// lock on a gaining installation's row: an installation's deletion holds that row while it lists
 // the installation's repositories.
 
 // membershipChange is what a delivery says of its installation's access to repositories.
@@ -78,8 +78,11 @@ func gainRepositories(ctx context.Context, tx pgx.Tx, installationID int64, refs
 		return 0, nil
 	}
 	// A deletion of the installation committing now has listed its repositories: wait for it, so
-	// that this gain sees its time. Then the lock on each row, in id order.
-	if _, err := tx.Exec(ctx, `SELECT FROM installations WHERE id = $1 FOR SHARE`, installationID); err != nil {
+	// that this gain sees its time. The lock is the one the installation's other writers take
+	// (upsertInstallation, the installation's own events): a weaker one, upgraded later in the same
+	// transaction, deadlocks with another batch doing the same. Then the lock on each row, in id
+	// order.
+	if _, err := tx.Exec(ctx, `SELECT FROM installations WHERE id = $1 FOR NO KEY UPDATE`, installationID); err != nil {
 		return 0, fmt.Errorf("lock installation %d: %w", installationID, err)
 	}
 	if _, err := tx.Exec(ctx, `
@@ -161,7 +164,9 @@ func deleteRepository(ctx context.Context, tx pgx.Tx, id int64, received *time.T
 }
 
 func lockRepositories(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	if _, err := tx.Exec(ctx, `SELECT FROM repositories WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids); err != nil {
+	// NO KEY UPDATE: the key is not changed, and a stronger lock would also wait for the KEY SHARE
+	// locks of release runs being created for these repositories.
+	if _, err := tx.Exec(ctx, `SELECT FROM repositories WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, ids); err != nil {
 		return fmt.Errorf("lock repositories: %w", err)
 	}
 	return nil
@@ -259,4 +264,44 @@ func (h *Handlers) membershipResult(d *eventdoc.Document, n int64, received *tim
 	h.logger.Info("repository membership change older than the one applied; ignored", "event", d.Event, "action", d.Action,
 		"installation_id", d.InstallationID, "received_at", received)
 	return ignored()
+}
+
+// LockMemberships takes, at the start of a batch's transaction, the locks its membership changes
+// (installation created and deleted, installation_repositories, repository transferred and
+// deleted) will take: their installations' rows, then their recorded repositories' rows, each set
+// in id order. A batch handles its jobs one after another, each locking its own installation and
+// repositories, so two batches with changes of two installations in the other order deadlocked
+// (PostgreSQL breaks it after deadlock_timeout, a second, and the batch is redone). Taken first,
+// in one order, the locks queue instead. A batch without such a change takes none.
+func LockMemberships(ctx context.Context, tx pgx.Tx, docs []eventdoc.Document) error {
+	var installations, repositories []int64
+	for i := range docs {
+		d := &docs[i]
+		switch {
+		case d.Event == eventdoc.EventInstallation && d.Installation != nil && (d.Action == "created" || d.Action == "deleted"):
+			installations = append(installations, d.Installation.ID)
+			for _, r := range d.Repositories {
+				repositories = append(repositories, r.ID)
+			}
+		case d.Event == eventdoc.EventInstallationRepositories && d.Installation != nil:
+			installations = append(installations, d.Installation.ID)
+			for _, r := range append(slices.Clone(d.RepositoriesAdded), d.RepositoriesRemoved...) {
+				repositories = append(repositories, r.ID)
+			}
+		case d.Event == eventdoc.EventRepository && d.Repository != nil && (d.Action == "transferred" || d.Action == "deleted"):
+			installations, repositories = append(installations, d.InstallationID), append(repositories, d.Repository.ID)
+		}
+	}
+	if len(installations) == 0 {
+		return nil
+	}
+	slices.Sort(installations)
+	slices.Sort(repositories)
+	if _, err := tx.Exec(ctx, `SELECT FROM installations WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, slices.Compact(installations)); err != nil {
+		return fmt.Errorf("lock the batch's installations: %w", err)
+	}
+	if len(repositories) > 0 {
+		return lockRepositories(ctx, tx, slices.Compact(repositories))
+	}
+	return nil
 }

@@ -208,13 +208,15 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 }
 
 // Membership changes of two installations over overlapping repositories, some recorded and some
-// new, applied by six loops at once: every writer locks the repositories in id order, new rows
-// with the recorded ones, so none deadlocks (PostgreSQL counts deadlocks per database). Before,
-// a removal inserted its new rows before it locked the recorded ones, and an addition of the same
-// repositories deadlocked with it.
+// new, with transfers, applied by six loops at once in batches of two: every writer locks the
+// installation's row first, then the repositories in id order, new rows with the recorded ones,
+// so none deadlocks (PostgreSQL counts deadlocks per database). Before, a removal inserted its new
+// rows before it locked the recorded ones, and an addition of the same repositories deadlocked
+// with it; and a transfer took a share lock on its installation, which a later event of the same
+// batch upgraded, deadlocking with another batch doing the same.
 func TestMembershipChangesDoNotDeadlock(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *worker.Config) { c.BatchSize = 1 })
+	b := setup(t, func(c *worker.Config) { c.BatchSize = 2 })
 	b.deliver(installationEvent("created", eventdoc.RepositoryRef{ID: 1, FullName: "octo-org/r1"}))
 	b.drain()
 	for i := range 100 {
@@ -232,6 +234,10 @@ func TestMembershipChangesDoNotDeadlock(t *testing.T) {
 				}
 				b.deliver(d)
 			}
+			b.deliver(repoEvent("transferred", func(d *eventdoc.Document) {
+				d.InstallationID = inst
+				d.Repository.ID, d.Repository.FullName = int64(100+i), fmt.Sprintf("octo-org/r%d", 100+i)
+			}))
 		}
 	}
 	var wg sync.WaitGroup

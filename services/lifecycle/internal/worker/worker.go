@@ -380,6 +380,9 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 			}
 		}
 	}()
+	if err := w.lockMemberships(ctx, tx, batch, docs); err != nil {
+		return nil, err
+	}
 	var early map[int64]ahead
 	if !savepoints {
 		early = w.together(ctx, tx, batch, docs, jobCtxs, spans)
@@ -407,6 +410,18 @@ func (w *Worker) processTx(ctx context.Context, batch []jobs.Job, docs map[int64
 		return nil, fmt.Errorf("commit: %w", err)
 	}
 	return outs, nil
+}
+
+// lockMemberships takes the locks the batch's membership changes will take, in one order
+// (handler.LockMemberships).
+func (w *Worker) lockMemberships(ctx context.Context, tx pgx.Tx, batch []jobs.Job, docs map[int64]inboxRow) error {
+	var ds []eventdoc.Document
+	for _, j := range batch {
+		if row := docs[j.InboxID]; row.err == nil {
+			ds = append(ds, row.doc)
+		}
+	}
+	return handler.LockMemberships(ctx, tx, ds)
 }
 
 // startJob starts a job's span, a child of the traceparent the job carries.
