@@ -244,9 +244,10 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 // be inserted in job order, and two batches inserting overlapping new rows in different orders
 // deadlock (each deadlock costs PostgreSQL's deadlock_timeout, a second); recorded, they are locked
 // up front (LockMemberships). As in ensureRepository, a repository is recorded without a membership
-// time, and removed under a deleted installation; one named only as removed from its installation
-// (installation_repositories removed) is recorded removed. The batch's jobs then apply their
-// changes, each with its own time, which outranks none.
+// time, and removed under a deleted installation; one the batch's last list of it removes
+// (installation_repositories removed) is recorded removed, so that what the batch will leave is
+// recorded meanwhile. The batch's jobs then apply their changes, each with its own time, which
+// outranks this record.
 func Prepare(ctx context.Context, db interface {
 	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
 }, docs []eventdoc.Document) error {
@@ -254,7 +255,7 @@ func Prepare(ctx context.Context, db interface {
 		id, installation  int64
 		fullName, owner   string
 		ownerType, branch string
-		removed           bool
+		removed, listed   bool
 	}
 	repos := map[int64]repo{}
 	for _, d := range docs {
@@ -263,18 +264,20 @@ func Prepare(ctx context.Context, db interface {
 			if owner == "" {
 				owner, _, _ = strings.Cut(d.Repository.FullName, "/")
 			}
-			repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch, false}
+			repos[d.Repository.ID] = repo{d.Repository.ID, d.InstallationID, d.Repository.FullName, owner, accountType(d.Repository.OwnerType), d.Repository.DefaultBranch, false, false}
 		}
 		if d.Installation == nil || d.Installation.ID <= 0 {
 			continue
 		}
+		// The last list of the batch wins, so that what the batch leaves is recorded meanwhile; a
+		// document naming the repository whole wins over any list, as it did before lists counted.
 		refs := func(rs []eventdoc.RepositoryRef, removed bool) {
 			for _, r := range rs {
-				if _, ok := repos[r.ID]; ok || r.ID <= 0 || r.FullName == "" {
-					continue // a document naming it whole, or an earlier list, wins
+				if prev, ok := repos[r.ID]; ok && !prev.listed || r.ID <= 0 || r.FullName == "" {
+					continue
 				}
 				owner, _, _ := strings.Cut(r.FullName, "/")
-				repos[r.ID] = repo{r.ID, d.Installation.ID, r.FullName, owner, accountType(d.Installation.AccountType), "", removed}
+				repos[r.ID] = repo{r.ID, d.Installation.ID, r.FullName, owner, accountType(d.Installation.AccountType), "", removed, true}
 			}
 		}
 		switch d.Event {

@@ -266,42 +266,63 @@ func (h *Handlers) membershipResult(d *eventdoc.Document, n int64, received *tim
 	return ignored()
 }
 
-// LockMemberships takes, at the start of a batch's transaction, the locks its membership changes
-// (installation created and deleted, installation_repositories, repository transferred and
-// deleted) will take: their installations' rows, then their recorded repositories' rows, each set
-// in id order. A batch handles its jobs one after another, each locking its own installation and
-// repositories, so two batches with changes of two installations in the other order deadlocked
-// (PostgreSQL breaks it after deadlock_timeout, a second, and the batch is redone). Taken first,
-// in one order, the locks queue instead. A batch without such a change takes none.
+// LockMemberships takes, at the start of a batch's transaction, the installation and repository
+// locks its jobs will take: the installations of its installation and installation_repositories
+// events and of its repository transfers, then the repositories those list and every repository
+// event names, with those an installation deletion will find recorded, each set in id order. A
+// batch handles its jobs one after another, each locking its own rows, so two batches with changes
+// of two installations or repositories in the other order deadlocked (PostgreSQL breaks it after
+// deadlock_timeout, a second, and the batch is redone). Taken first, in one order, the locks queue
+// instead. A batch of pushes and workflow runs takes none: they lock neither (foreign keys take KEY
+// SHARE, which these locks let through).
 func LockMemberships(ctx context.Context, tx pgx.Tx, docs []eventdoc.Document) error {
-	var installations, repositories []int64
+	var installations, repositories, deleted []int64
 	for i := range docs {
 		d := &docs[i]
 		switch {
-		case d.Event == eventdoc.EventInstallation && d.Installation != nil && (d.Action == "created" || d.Action == "deleted"):
+		case d.Event == eventdoc.EventInstallation && d.Installation != nil:
 			installations = append(installations, d.Installation.ID)
-			for _, r := range d.Repositories {
-				repositories = append(repositories, r.ID)
+			if d.Action == "created" {
+				for _, r := range d.Repositories {
+					repositories = append(repositories, r.ID)
+				}
+			}
+			if d.Action == "deleted" {
+				deleted = append(deleted, d.Installation.ID)
 			}
 		case d.Event == eventdoc.EventInstallationRepositories && d.Installation != nil:
 			installations = append(installations, d.Installation.ID)
 			for _, r := range append(slices.Clone(d.RepositoriesAdded), d.RepositoriesRemoved...) {
 				repositories = append(repositories, r.ID)
 			}
-		case d.Event == eventdoc.EventRepository && d.Repository != nil && (d.Action == "transferred" || d.Action == "deleted"):
-			installations, repositories = append(installations, d.InstallationID), append(repositories, d.Repository.ID)
+		case d.Event == eventdoc.EventRepository && d.Repository != nil:
+			repositories = append(repositories, d.Repository.ID)
+			if d.Action == "transferred" {
+				installations = append(installations, d.InstallationID)
+			}
 		}
 	}
-	if len(installations) == 0 {
+	if len(installations)+len(repositories) == 0 {
 		return nil
 	}
 	slices.Sort(installations)
-	slices.Sort(repositories)
 	if _, err := tx.Exec(ctx, `SELECT FROM installations WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, slices.Compact(installations)); err != nil {
 		return fmt.Errorf("lock the batch's installations: %w", err)
 	}
-	if len(repositories) > 0 {
-		return lockRepositories(ctx, tx, slices.Compact(repositories))
+	if len(deleted) > 0 {
+		// What loseInstallationRepositories will find: the installations are locked, so no gain
+		// for them adds to it meanwhile.
+		rows, err := tx.Query(ctx, `SELECT id FROM repositories WHERE installation_id = ANY($1)
+			UNION SELECT repository_id FROM repository_memberships WHERE installation_id = ANY($1)`, deleted)
+		if err != nil {
+			return fmt.Errorf("list the repositories of the batch's deleted installations: %w", err)
+		}
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return fmt.Errorf("list the repositories of the batch's deleted installations: %w", err)
+		}
+		repositories = append(repositories, ids...)
 	}
-	return nil
+	slices.Sort(repositories)
+	return lockRepositories(ctx, tx, slices.Compact(repositories))
 }

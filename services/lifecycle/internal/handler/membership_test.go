@@ -2,6 +2,7 @@ package handler
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -66,5 +67,58 @@ func TestInstallationDeletionWaitsForNoGain(t *testing.T) {
 	}
 	if !removed || owner != 1 {
 		t.Fatalf("repository removed %v under installation %d, want removed under 1: the deletion was received after the transfer", removed, owner)
+	}
+}
+
+// Two batches whose jobs lock the same repositories in the other order, one through a membership
+// change and one through an archival or a rename: LockMemberships takes both batches' repositories
+// up front, in id order, so the second batch waits for the first at its start, instead of each
+// holding one row the other's next job needs (a deadlock).
+func TestLockMembershipsCoversEveryRepositoryEvent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization');
+		INSERT INTO repositories (id, installation_id, full_name) VALUES (10, 1, 'a/ten'), (20, 1, 'a/twenty')`); err != nil {
+		t.Fatal(err)
+	}
+	inst := &eventdoc.Installation{ID: 1, AccountLogin: "a", AccountType: "Organization"}
+	repo := func(action string, id int64) eventdoc.Document {
+		return eventdoc.Document{Event: eventdoc.EventRepository, Action: action, InstallationID: 1,
+			Repository: &eventdoc.Repository{ID: id, FullName: fmt.Sprintf("a/r%d", id)}}
+	}
+	first := []eventdoc.Document{repo("archived", 20), {Event: eventdoc.EventInstallationRepositories, Action: "removed",
+		InstallationID: 1, Installation: inst, RepositoriesRemoved: []eventdoc.RepositoryRef{{ID: 10, FullName: "a/ten"}}}}
+	second := []eventdoc.Document{repo("renamed", 10), repo("archived", 20)}
+
+	x, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = x.Rollback(ctx) }()
+	if err := LockMemberships(ctx, x, first); err != nil {
+		t.Fatal(err)
+	}
+	locked := make(chan error, 1)
+	go func() {
+		y, err := pool.Begin(ctx)
+		if err != nil {
+			locked <- err
+			return
+		}
+		defer func() { _ = y.Rollback(ctx) }()
+		locked <- LockMemberships(ctx, y, second)
+	}()
+	select {
+	case err := <-locked:
+		t.Fatalf("the second batch took its locks while the first held repository 10 and 20 (%v): "+
+			"its jobs would then lock them in the other order", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := x.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-locked; err != nil {
+		t.Fatal(err)
 	}
 }

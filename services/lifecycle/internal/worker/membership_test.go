@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
+	"github.com/boardreadyops/cloud/services/lifecycle/internal/handler"
 	"github.com/boardreadyops/cloud/services/lifecycle/internal/worker"
 )
 
@@ -208,7 +209,7 @@ func TestRepositoryMembershipAppliesInReceivedOrder(t *testing.T) {
 }
 
 // Membership changes of two installations over overlapping repositories, some recorded and some
-// new, with transfers, applied by six loops at once in batches of two: every writer locks the
+// new, with transfers, renames and archivals, applied by six loops at once in batches of two: every writer locks the
 // installation's row first, then the repositories in id order, new rows with the recorded ones,
 // so none deadlocks (PostgreSQL counts deadlocks per database). Before, a removal inserted its new
 // rows before it locked the recorded ones, and an addition of the same repositories deadlocked
@@ -238,6 +239,11 @@ func TestMembershipChangesDoNotDeadlock(t *testing.T) {
 				d.InstallationID = inst
 				d.Repository.ID, d.Repository.FullName = int64(100+i), fmt.Sprintf("octo-org/r%d", 100+i)
 			}))
+			// Events that lock a repository without changing its membership.
+			b.deliver(repoEvent(map[bool]string{true: "archived", false: "renamed"}[i%2 == 0], func(d *eventdoc.Document) {
+				d.InstallationID = inst
+				d.Repository.ID, d.Repository.FullName = int64(101+i), fmt.Sprintf("octo-org/r%d", 101+i)
+			}))
 		}
 	}
 	var wg sync.WaitGroup
@@ -260,5 +266,27 @@ func TestMembershipChangesDoNotDeadlock(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	if n := b.count(`SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`); n != 0 {
 		t.Fatalf("%d deadlocks", n)
+	}
+}
+
+// Prepare records a new repository a batch lists as the batch's last list of it leaves it, so
+// that a push reading it before the batch commits sees what the batch will leave.
+func TestPrepareRecordsWhatTheBatchLeaves(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		docs    []eventdoc.Document
+		removed bool
+	}{
+		{[]eventdoc.Document{membershipEvent("removed"), membershipEvent("added")}, false},
+		{[]eventdoc.Document{membershipEvent("added"), membershipEvent("removed")}, true},
+		{[]eventdoc.Document{membershipEvent("removed"), installationEvent("created", eventdoc.RepositoryRef{ID: repoID, FullName: "octo-org/hello-world"})}, false},
+	} {
+		b := setup(t)
+		if err := handler.Prepare(b.ctx, b.pool, tt.docs); err != nil {
+			t.Fatal(err)
+		}
+		if n := b.count(`SELECT count(*) FROM repositories WHERE id = $1 AND (removed_at IS NOT NULL) = $2`, repoID, tt.removed); n != 1 {
+			t.Errorf("%s then %s: the repository not recorded removed %v", tt.docs[0].Action, tt.docs[1].Action, tt.removed)
+		}
 	}
 }
