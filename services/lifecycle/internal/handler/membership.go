@@ -127,14 +127,9 @@ func loseInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID
 		WHERE id = $1`, installationID, received); err != nil {
 		return 0, fmt.Errorf("record the deletion of installation %d: %w", installationID, err)
 	}
-	rows, err := tx.Query(ctx, `SELECT id FROM repositories WHERE installation_id = $1
-		UNION SELECT repository_id FROM repository_memberships WHERE installation_id = $1 ORDER BY 1`, installationID)
+	ids, err := installationRepositories(ctx, tx, []int64{installationID})
 	if err != nil {
-		return 0, fmt.Errorf("list repositories of installation %d: %w", installationID, err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, fmt.Errorf("list repositories of installation %d: %w", installationID, err)
+		return 0, err
 	}
 	if len(ids) == 0 {
 		return 0, nil
@@ -143,6 +138,21 @@ func loseInstallationRepositories(ctx context.Context, tx pgx.Tx, installationID
 		return 0, err
 	}
 	return changeMemberships(ctx, tx, installationID, ids, lost, received)
+}
+
+// installationRepositories lists, in id order, the repositories the installations own or have a
+// membership of: those an installation's deletion takes.
+func installationRepositories(ctx context.Context, tx pgx.Tx, installationIDs []int64) ([]int64, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM repositories WHERE installation_id = ANY($1)
+		UNION SELECT repository_id FROM repository_memberships WHERE installation_id = ANY($1) ORDER BY 1`, installationIDs)
+	if err != nil {
+		return nil, fmt.Errorf("list the repositories of installations %v: %w", installationIDs, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("list the repositories of installations %v: %w", installationIDs, err)
+	}
+	return ids, nil
 }
 
 // deleteRepository records a repository deleted, which takes it from every installation whose
@@ -312,14 +322,9 @@ func LockMemberships(ctx context.Context, tx pgx.Tx, docs []eventdoc.Document) e
 	if len(deleted) > 0 {
 		// What loseInstallationRepositories will find: the installations are locked, so no gain
 		// for them adds to it meanwhile.
-		rows, err := tx.Query(ctx, `SELECT id FROM repositories WHERE installation_id = ANY($1)
-			UNION SELECT repository_id FROM repository_memberships WHERE installation_id = ANY($1)`, deleted)
+		ids, err := installationRepositories(ctx, tx, deleted)
 		if err != nil {
-			return fmt.Errorf("list the repositories of the batch's deleted installations: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return fmt.Errorf("list the repositories of the batch's deleted installations: %w", err)
+			return err
 		}
 		repositories = append(repositories, ids...)
 	}
