@@ -26,6 +26,9 @@
 # E2E_DISPATCHER_CONCURRENCY (64), E2E_DISPATCHER_BATCH (64) and E2E_LIFECYCLE_CONCURRENCY (4) set
 # the services' batching; the load tool prints what it bought, effects and jobs per claim.
 # E2E_SIM_SENDERS (32) is how many webhooks the simulator sends at once (8 before 2026-12-05).
+# E2E_SIM_RETAIN (10000) is how many finished check runs, workflow runs and webhook deliveries the
+# simulator keeps (githubsim --retain-finished; 0 keeps all, about 15 KiB per release run, as every
+# burst did before 2026-12-07: a heap that grew to 400–600 MiB, paid for on the shared cores).
 # E2E_INGEST_CONNS (16), E2E_LIFECYCLE_CONNS (8) and E2E_DISPATCHER_CONNS (16) size the services'
 # database pools (BOARDREADYOPS_DB_MAX_CONNS). KEEP_LOGS=dir keeps the logs and the services'
 # metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.
@@ -68,7 +71,7 @@ bin/devkeys --dir "$work/dev"
 export LOG_LEVEL=warn DATABASE_URL=$services_db BOARDREADYOPS_LISTEN=$([[ $listen == on ]] && echo true || echo false) BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
 	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18091/
 bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
-	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --webhook-senders "${E2E_SIM_SENDERS:-32}" >"$work/githubsim.log" 2>&1 &
+	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --webhook-senders "${E2E_SIM_SENDERS:-32}" --retain-finished "${E2E_SIM_RETAIN:-10000}" >"$work/githubsim.log" 2>&1 &
 pids+=($!); githubsim_pid=$!
 LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=${E2E_INGEST_CONNS:-16} bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!

@@ -39,7 +39,7 @@ func run() error {
 	secretFile := flag.String("webhook-secret-file", "", "webhook secret file (first line signs)")
 	runDelay := flag.Duration("run-delay", time.Second, "delay between a run's requested, in_progress and completed")
 	failTags := flag.String("fail-tags", "", "the first run of a tag containing this text concludes failure, re-runs succeed (empty: all succeed)")
-	retain := flag.Int("retain-finished", 0, "keep at most this many finished check runs and workflow runs, forgetting the oldest (0: all, as GitHub); for runs of millions")
+	retain := flag.Int("retain-finished", 0, "keep at most this many finished check runs and workflow runs, and webhook deliveries in the delivery log, forgetting the oldest (0: all check runs and workflow runs, as GitHub, and the newest 100,000 deliveries); for load runs")
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
 	autoTags := flag.Bool("auto-tags", true, "every tag exists, at githubsim.AutoTagCommit(repository, tag): the commit the load tool and the demo push it at")
 	senders := flag.Int("webhook-senders", 8, "webhooks sent at once (GitHub sends many deliveries concurrently)")

@@ -234,12 +234,12 @@ func (s *Simulator) scheduleRun(run *WorkflowRun) {
 }
 
 // runEvent advances a run and returns the workflow_run webhook payload for it.
-func (s *Simulator) runEvent(runID int64, action, conclusion string) ([]byte, *repository) {
+func (s *Simulator) runEvent(runID int64, action, conclusion string) (payload []byte, repository string) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	run := s.runs[runID]
 	if run == nil {
-		return nil, nil
+		s.mu.Unlock()
+		return nil, ""
 	}
 	run.UpdatedAt = s.now().UTC().Truncate(time.Second)
 	switch action {
@@ -251,18 +251,21 @@ func (s *Simulator) runEvent(runID int64, action, conclusion string) ([]byte, *r
 		run.Status, run.Conclusion = "completed", &conclusion
 		s.finishedRunLocked(run)
 	}
-	repo := run.repo
-	owner, name, _ := strings.Cut(repo.fullName, "/")
-	payload, _ := json.Marshal(map[string]any{
+	// Encoded from a copy, outside the lock that every request of the simulator takes.
+	snapshot := *run
+	repoID, fullName, installationID := run.repo.id, run.repo.fullName, run.repo.installationID
+	s.mu.Unlock()
+	owner, name, _ := strings.Cut(fullName, "/")
+	payload, _ = json.Marshal(map[string]any{
 		"action":       action,
-		"workflow_run": run,
-		"workflow":     map[string]any{"id": run.WorkflowID, "name": run.Name, "path": run.Path, "state": "active"},
-		"repository": map[string]any{"id": repo.id, "name": name, "full_name": repo.fullName, "private": true,
+		"workflow_run": &snapshot,
+		"workflow":     map[string]any{"id": snapshot.WorkflowID, "name": snapshot.Name, "path": snapshot.Path, "state": "active"},
+		"repository": map[string]any{"id": repoID, "name": name, "full_name": fullName, "private": true,
 			"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"},
-		"installation": map[string]any{"id": repo.installationID},
+		"installation": map[string]any{"id": installationID},
 		"sender":       map[string]any{"login": "boardreadyops[bot]", "type": "Bot"},
 	})
-	return payload, repo
+	return payload, fullName
 }
 
 // SetWorkflowRunHead sets a recorded run's head branch (the tag or branch it ran on) and head

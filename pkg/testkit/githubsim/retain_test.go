@@ -149,3 +149,30 @@ func TestRetainFinishedWorkflowRuns(t *testing.T) {
 		t.Fatalf("dispatch counts %v, want all 4", s.dispatches)
 	}
 }
+
+// The delivery log, payloads and all, keeps the newest RetainFinished deliveries when that is
+// set (journalCap otherwise): it was most of a load run's heap.
+func TestRetainFinishedDeliveries(t *testing.T) {
+	t.Parallel()
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusAccepted) }))
+	t.Cleanup(hook.Close)
+	for _, tt := range []struct{ retain, sent, want int }{{0, 5, 5}, {3, 5, 3}, {3, 2, 2}} {
+		s := New(Options{AppID: 1, RetainFinished: tt.retain, WebhookURL: hook.URL, WebhookSecret: []byte("test-secret")})
+		t.Cleanup(s.Close)
+		var guids []string
+		for i := range tt.sent {
+			guid := fmt.Sprintf("guid-%d", i)
+			guids = append(guids, guid)
+			if code := s.send(t.Context(), http.DefaultClient, guid, "ping", "", []byte(`{}`), false); code != http.StatusAccepted {
+				t.Fatalf("send %d: %d", i, code)
+			}
+		}
+		var kept []string
+		for _, d := range s.Deliveries() {
+			kept = append(kept, d.GUID)
+		}
+		if want := guids[tt.sent-tt.want:]; !slices.Equal(kept, want) {
+			t.Errorf("retain %d, %d sent: kept %v, want the newest %v", tt.retain, tt.sent, kept, want)
+		}
+	}
+}

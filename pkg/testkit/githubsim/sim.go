@@ -56,6 +56,7 @@ type Options struct {
 	WebhookSenders int
 	// RetainFinished, when positive, keeps at most this many finished check runs and as many
 	// finished workflow runs, forgetting the oldest (retain.go); 0 keeps every one, as GitHub.
+	// It bounds the webhook delivery log the same way (journalCap otherwise).
 	RetainFinished int
 	Logger         *slog.Logger
 }

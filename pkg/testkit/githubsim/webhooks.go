@@ -103,11 +103,22 @@ func (s *Simulator) send(ctx context.Context, client *http.Client, guid, event, 
 	s.mu.Lock()
 	s.deliveries = append(s.deliveries, &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: start.UTC(), Redelivery: redelivery,
 		Duration: s.now().Sub(start).Seconds(), Status: deliveryStatus(code), StatusCode: code, Event: event, Action: action, payload: payload})
-	if len(s.deliveries) > journalCap {
-		s.deliveries = s.deliveries[len(s.deliveries)-journalCap:]
+	if keep := s.deliveriesKept(); len(s.deliveries) > keep {
+		s.deliveries = s.deliveries[len(s.deliveries)-keep:]
 	}
 	s.mu.Unlock()
 	return code
+}
+
+// deliveriesKept is how many deliveries the log keeps, payloads and all, the newest: journalCap,
+// or Options.RetainFinished when that is set and smaller. GitHub keeps three days of them; a load
+// run of 50,000 release runs sends 150,000, a few KiB each, and holding them all was most of the
+// simulator's heap, whose growth (page faults, the collector) was measured on the shared cores.
+func (s *Simulator) deliveriesKept() int {
+	if r := s.opts.RetainFinished; r > 0 && r < journalCap {
+		return r
+	}
+	return journalCap
 }
 
 // listDeliveries: GET /app/hook/deliveries (per_page, cursor), newest first; the cursor is the id
@@ -300,7 +311,7 @@ func (q *webhookQueue) deliverRunEvent(ctx context.Context, c *http.Client, e ev
 		case <-time.After(time.Duration(200<<attempt) * time.Millisecond):
 		}
 	}
-	q.sim.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo.fullName, "run_id", e.runID, "action", e.action)
+	q.sim.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo, "run_id", e.runID, "action", e.action)
 }
 
 func (q *webhookQueue) close() {
