@@ -9,10 +9,12 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/boardreadyops/cloud/pkg/database"
+	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/schema"
 )
@@ -33,8 +35,8 @@ type fenceResult struct {
 	Fenced []fencedDispatch `json:"fenced"`
 	// DeadLetters: workflow dispatches left dead-lettered, which need a look before any replay.
 	DeadLetters int `json:"dead_letter_dispatches"`
-	// DeadLetterJobs and DeadLetterCreations: push and check_run jobs, and check-run creations
-	// and permission reads, left dead-lettered. Each, replayed, creates a run or starts or
+	// DeadLetterJobs and DeadLetterCreations: push, check_run and check_suite jobs, and check-run
+	// creations and permission reads, left dead-lettered. Each, replayed, creates a run or starts or
 	// replays an attempt whose dispatch the hold no longer catches after the close, and the old
 	// deployment may have replayed it after the restore point already.
 	DeadLetterJobs      int    `json:"dead_letter_jobs"`
@@ -101,15 +103,16 @@ brops migrate up first.`,
 			var deadLetters, deadJobs, deadCreations int
 			// Dead letters are left as they are (an operator decided not to send them), but one
 			// replayed after the restore point may have been sent: replaying it again would
-			// dispatch the release twice. So may the dispatch that a dead-lettered push or
-			// check_run job, check-run creation or permission read leads to, once replayed: the
-			// close's wait counts only those dead-lettered since the fence, so these are reported
-			// here, the only time. Each count reads control_plane_*_dead_letter_idx's rows.
+			// dispatch the release twice. So may the dispatch that a dead-lettered push,
+			// check_run or check_suite job, check-run creation or permission read leads to, once
+			// replayed: the close's wait counts only those dead-lettered since the fence, so these
+			// are reported here, the only time. Each count reads control_plane_*_dead_letter_idx's
+			// rows.
 			if err := pool.QueryRow(cmd.Context(), `SELECT
 				(SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = $1),
-				(SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter' AND kind IN ('push', 'check_run')),
+				(SELECT count(*) FROM control_plane_jobs WHERE status = 'dead_letter' AND kind = ANY ($3)),
 				(SELECT count(*) FROM control_plane_outbox WHERE status = 'dead_letter' AND effect_type = ANY ($2))`,
-				outbox.EffectWorkflowDispatch, []string{outbox.EffectCheckRunCreate, outbox.EffectCollaboratorPermissionRead}).
+				outbox.EffectWorkflowDispatch, dispatchingEffects, dispatchingJobs).
 				Scan(&deadLetters, &deadJobs, &deadCreations); err != nil {
 				return fmt.Errorf("count dead letters: %w", err)
 			}
@@ -128,7 +131,7 @@ brops migrate up first.`,
 					fmt.Fprintf(w, "%d workflow dispatches are dead letters: one replayed after the restore point may have been sent; check GitHub for its release's run before replaying any (brops reconcile inspect ID)\n", res.DeadLetters)
 				}
 				if res.DeadLetterJobs > 0 || res.DeadLetterCreations > 0 {
-					fmt.Fprintf(w, "%d push or check_run jobs and %d check-run creations or permission reads are dead letters: each, replayed, "+
+					fmt.Fprintf(w, "%d push, check_run or check_suite jobs and %d check-run creations or permission reads are dead letters: each, replayed, "+
 						"leads to a workflow dispatch, held only until brops restore close, and the old deployment may have replayed and dispatched it after the restore point; "+
 						"check GitHub for their releases' runs (brops jobs list --status dead_letter, brops outbox list --status dead_letter) and replay only those it did not run, "+
 						"before the close\n", res.DeadLetterJobs, res.DeadLetterCreations)
@@ -153,10 +156,12 @@ a redelivered push creates a new release run, which the old deployment may alrea
 dispatched under other ids, and a check-run creation restored mid-way enqueues a dispatch the old
 deployment sent. Close the hold once brops webhooks redeliver has run and its --dry-run lists
 none, lifecycle has processed the redeliveries and the dispatchers have done the pending
-check-run creations. The last two it checks itself: it closes only when no push or check_run job
-and no check-run creation or permission read is available or leased, or dead-lettered since the
-fence (each would create a release run or enqueue or replay a dispatch after the close, unheld),
-waiting up to --wait for them; --force closes regardless. New releases then dispatch again.`,
+check-run creations. The last two it checks itself: it closes only when no push, check_run or
+check_suite job and no check-run creation or permission read is available or leased, or
+dead-lettered since the fence (each would create a release run or enqueue or replay a dispatch
+after the close, unheld), waiting up to --wait for them; --force closes regardless. Its last count
+and the close are one transaction, which holds off new jobs and effects for the few milliseconds
+it takes: none can arrive between them. New releases then dispatch again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(closeOperator) == "" {
@@ -174,19 +179,18 @@ waiting up to --wait for them; --force closes regardless. New releases then disp
 			if err := pool.QueryRow(cmd.Context(), `SELECT EXISTS (SELECT 1 FROM restore_fences WHERE closed_at IS NULL)`).Scan(&open); err != nil {
 				return fmt.Errorf("read the restore fences: %w", err)
 			}
+			var n int
 			if open && !closeForce {
-				if err := waitHoldDrained(cmd.Context(), pool, closeWait); err != nil {
+				if n, err = closeHoldDrained(cmd.Context(), pool, closeOperator, closeWait); err != nil {
 					return err
 				}
-			}
-			var n int
-			if err := pool.QueryRow(cmd.Context(), `SELECT boardreadyops_outbox_fence_close($1)`, closeOperator).Scan(&n); err != nil {
+			} else if err := pool.QueryRow(cmd.Context(), `SELECT boardreadyops_outbox_fence_close($1)`, closeOperator).Scan(&n); err != nil {
 				return fmt.Errorf("close restore fence: %w", err)
 			}
 			return g.render(map[string]int{"closed": n}, func(w io.Writer) { fmt.Fprintf(w, "%d restore fence holds closed\n", n) })
 		},
 	}
-	closeCmd.Flags().DurationVar(&closeWait, "wait", time.Minute, "wait this long for pending push and check_run jobs, check-run creations and permission reads")
+	closeCmd.Flags().DurationVar(&closeWait, "wait", time.Minute, "wait this long for pending push, check_run and check_suite jobs, check-run creations and permission reads")
 	closeCmd.Flags().BoolVar(&closeForce, "force", false, "close even while such work is pending (see --wait)")
 	g.operatorFlag(closeCmd, &closeOperator)
 	cmd.AddCommand(fence, closeCmd)
@@ -212,42 +216,105 @@ func requireFenceSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	return nil
 }
 
-// waitHoldDrained waits up to wait until no push or check_run job and no check-run creation or
-// permission read is pending (available or leased, or dead-lettered since the open fence): each
-// would, after the hold's close, create a release run, start a re-run's attempt or replay a
-// dispatch, which the hold would no longer catch. Dead letters from before the fence are the
-// fence's count to report, not this wait's: some can never be cleared. Each status is counted
-// through its partial index.
-func waitHoldDrained(ctx context.Context, pool *pgxpool.Pool, wait time.Duration) error {
+// dispatchingJobs are the job kinds that lead to a workflow dispatch: a push creates a release run,
+// a check_run (Re-run, Retry) or check_suite ("Re-run all checks") rerequest starts an attempt.
+// dispatchingEffects are the effects that do: a check-run creation enqueues its run's dispatch, a
+// permission read starts or refuses a re-run.
+var (
+	dispatchingJobs    = []string{eventdoc.EventPush, eventdoc.EventCheckRun, eventdoc.EventCheckSuite}
+	dispatchingEffects = []string{outbox.EffectCheckRunCreate, outbox.EffectCollaboratorPermissionRead}
+)
+
+// holdPendingSQL counts what must drain before the hold closes: dispatchingJobs and
+// dispatchingEffects available or leased, or dead-lettered since the open fence. Dead letters
+// from before the fence are the fence's count to report, not the close's: some can never be
+// cleared. Each status is counted through its partial index.
+const holdPendingSQL = `WITH f AS (SELECT min(fenced_at) AS at FROM restore_fences WHERE closed_at IS NULL)
+	SELECT
+	(SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND kind = ANY ($2))
+	+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased' AND kind = ANY ($2))
+	+ (SELECT count(*) FROM control_plane_jobs j, f WHERE j.status = 'dead_letter' AND j.updated_at >= f.at AND j.kind = ANY ($2)),
+	(SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND effect_type = ANY ($1))
+	+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased' AND effect_type = ANY ($1))
+	+ (SELECT count(*) FROM control_plane_outbox o, f WHERE o.status = 'dead_letter' AND o.updated_at >= f.at AND o.effect_type = ANY ($1))`
+
+// closeLockTimeout bounds each of the close's two lock waits (closeHoldDrained).
+const closeLockTimeout = 400 * time.Millisecond
+
+// closeHoldDrained closes the open hold once nothing that leads to a dispatch is pending
+// (holdPendingSQL), waiting up to wait for it: each would, after the close, create a release run,
+// start a re-run's attempt or replay a dispatch, which the hold would no longer catch. It returns
+// how many holds it closed.
+//
+// The last count and the close are one transaction, which first takes SHARE locks on the outbox
+// and the jobs: a job or effect written by a transaction still open when the close begins is
+// counted once that commits, and none can be written until the close has committed. Counted apart,
+// a push accepted between the count and the close escaped the hold. The locks stop every writer of
+// the two tables for the count's few milliseconds. While the close waits for a lock, the writers
+// that come after it wait too, so each wait is bounded by closeLockTimeout. The outbox comes first,
+// as in lifecycle's transactions; in a cycle with a writer that wrote the jobs and then the outbox,
+// the close is the one that began to wait first, so its wait ends first (its lock timeout, or its
+// own deadlock check) and the writer goes on. The close then counts and tries again, a second
+// later, until wait ends.
+func closeHoldDrained(ctx context.Context, pool *pgxpool.Pool, operator string, wait time.Duration) (int, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		var pushes, creations int64
-		if err := pool.QueryRow(ctx, `WITH f AS (SELECT min(fenced_at) AS at FROM restore_fences WHERE closed_at IS NULL)
-			SELECT
-			(SELECT count(*) FROM control_plane_jobs WHERE status = 'available' AND kind IN ('push', 'check_run'))
-			+ (SELECT count(*) FROM control_plane_jobs WHERE status = 'leased' AND kind IN ('push', 'check_run'))
-			+ (SELECT count(*) FROM control_plane_jobs j, f WHERE j.status = 'dead_letter' AND j.updated_at >= f.at AND j.kind IN ('push', 'check_run')),
-			(SELECT count(*) FROM control_plane_outbox WHERE status = 'available' AND effect_type = ANY ($1))
-			+ (SELECT count(*) FROM control_plane_outbox WHERE status = 'leased' AND effect_type = ANY ($1))
-			+ (SELECT count(*) FROM control_plane_outbox o, f WHERE o.status = 'dead_letter' AND o.updated_at >= f.at AND o.effect_type = ANY ($1))`,
-			[]string{outbox.EffectCheckRunCreate, outbox.EffectCollaboratorPermissionRead}).Scan(&pushes, &creations); err != nil {
-			return fmt.Errorf("read pending push jobs and check-run creations: %w", err)
+		if err := pool.QueryRow(ctx, holdPendingSQL, dispatchingEffects, dispatchingJobs).Scan(&pushes, &creations); err != nil {
+			return 0, fmt.Errorf("read pending push jobs and check-run creations: %w", err)
 		}
 		if pushes == 0 && creations == 0 {
-			return nil
+			closed := -1
+			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, closeLockTimeout.String()); err != nil {
+					return err
+				}
+				// The outbox first: lifecycle writes it before it completes its jobs, ingest
+				// writes only the jobs, the dispatchers only the outbox.
+				for _, table := range []string{"control_plane_outbox", "control_plane_jobs"} {
+					if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
+						return err
+					}
+				}
+				if err := tx.QueryRow(ctx, holdPendingSQL, dispatchingEffects, dispatchingJobs).Scan(&pushes, &creations); err != nil {
+					return err
+				}
+				if pushes != 0 || creations != 0 {
+					return nil // nothing written: the hold stays open
+				}
+				return tx.QueryRow(ctx, `SELECT boardreadyops_outbox_fence_close($1)`, operator).Scan(&closed)
+			})
+			switch {
+			case err == nil && closed >= 0:
+				return closed, nil
+			case err != nil && !tablesBusy(err):
+				return 0, fmt.Errorf("close restore fence: %w", err)
+			case err != nil:
+				pushes, creations = -1, -1 // the tables were busy: count again
+			}
 		}
 		if !time.Now().Before(deadline) {
-			return fmt.Errorf("not closed: %d push or check_run jobs and %d check-run creations or permission reads are still available, leased or dead-lettered since the fence; "+
+			if pushes < 0 {
+				return 0, fmt.Errorf("not closed: the close's locks on the jobs and the outbox were not granted within %s each (writers busy, or a deadlock with one) by the end of --wait (%s); run it again, or with a longer --wait", closeLockTimeout, wait)
+			}
+			return 0, fmt.Errorf("not closed: %d push, check_run or check_suite jobs and %d check-run creations or permission reads are still available, leased or dead-lettered since the fence; "+
 				"closed now, a release run they lead to would be dispatched without the hold, a second time if the old deployment dispatched it. "+
 				"Wait for lifecycle and the dispatchers (brops jobs list, brops outbox list --effect-type github.check_run.create or github.collaborator_permission.read), "+
 				"replay or resolve dead letters, and run it again; --force closes regardless", pushes, creations)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return 0, ctx.Err()
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// tablesBusy: the close's locks were not granted within its lock timeout (55P03), or it deadlocked
+// with a writer (40P01).
+func tablesBusy(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "55P03" || pgErr.Code == "40P01")
 }
 
 // redeliverCommand is the brops webhooks redeliver invocation that covers the deliveries since

@@ -124,23 +124,26 @@ func TestRestoreFenceHoldsNewDispatches(t *testing.T) {
 	// unheld. The close refuses and the hold stays.
 	pending := o.createRun()
 	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
-		!strings.Contains(errOut, "not closed: 0 push or check_run jobs and 1 check-run creations or permission reads") {
+		!strings.Contains(errOut, "not closed: 0 push, check_run or check_suite jobs and 1 check-run creations or permission reads") {
 		t.Fatalf("close with a creation pending: %d %s %s", code, out, errOut)
 	}
-	// A redelivered check_run event (a re-run requested before the restore point) still pending:
-	// it would start an attempt and enqueue its dispatch after the close.
-	var job int64
-	if err := o.pool.QueryRow(o.ctx, `WITH i AS (INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
-		VALUES ('rerequested-1', 'check_run', '{}', sha256('x'::bytea)) RETURNING id)
-		INSERT INTO control_plane_jobs (kind, inbox_id) SELECT 'check_run', id FROM i RETURNING id`).Scan(&job); err != nil {
-		t.Fatal(err)
-	}
-	if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
-		!strings.Contains(errOut, "not closed: 1 push or check_run jobs and 1 check-run creations or permission reads") {
-		t.Fatalf("close with a check_run job pending: %d %s %s", code, out, errOut)
-	}
-	if _, err := o.pool.Exec(o.ctx, `DELETE FROM control_plane_jobs WHERE id = $1`, job); err != nil {
-		t.Fatal(err)
+	// A redelivered check_run event (a re-run requested before the restore point) or check_suite
+	// event ("Re-run all checks") still pending: it would start an attempt and enqueue its
+	// dispatch after the close.
+	for _, kind := range []string{"check_run", "check_suite"} {
+		var job int64
+		if err := o.pool.QueryRow(o.ctx, `WITH i AS (INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+			VALUES ('rerequested-' || $1, $1, '{}', sha256('x'::bytea)) RETURNING id)
+			INSERT INTO control_plane_jobs (kind, inbox_id) SELECT $1, id FROM i RETURNING id`, kind).Scan(&job); err != nil {
+			t.Fatal(err)
+		}
+		if code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s"); code != 1 ||
+			!strings.Contains(errOut, "not closed: 1 push, check_run or check_suite jobs and 1 check-run creations or permission reads") {
+			t.Fatalf("close with a %s job pending: %d %s %s", kind, code, out, errOut)
+		}
+		if _, err := o.pool.Exec(o.ctx, `DELETE FROM control_plane_jobs WHERE id = $1`, job); err != nil {
+			t.Fatal(err)
+		}
 	}
 	late, err := o.st.CompleteCheckRunCreate(o.ctx, o.pool, o.claimFor(pending, outbox.EffectCheckRunCreate), "w", 4002)
 	if err != nil {
@@ -278,8 +281,9 @@ func TestRestoreFenceRefusesAnOlderSchema(t *testing.T) {
 	}
 }
 
-// The fence reports every dead letter that, replayed, would lead to a dispatch: push and check_run
-// jobs, check-run creations and permission reads, besides dispatches. The close's wait counts only
+// The fence reports every dead letter that, replayed, would lead to a dispatch: push, check_run and
+// check_suite jobs (a "Re-run all checks" re-runs the commit's failed releases), check-run creations
+// and permission reads, besides dispatches. The close's wait counts only
 // those dead-lettered since the fence, so the fence is the only place they show; the old
 // deployment may have replayed one after the restore point and dispatched its release already.
 func TestRestoreFenceReportsDeadLettersThatLeadToDispatches(t *testing.T) {
@@ -288,7 +292,7 @@ func TestRestoreFenceReportsDeadLettersThatLeadToDispatches(t *testing.T) {
 	if _, err := o.pool.Exec(o.ctx, `WITH i AS (
 			INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256, received_at)
 			SELECT 'dead-' || g, e, '{}', sha256(('dead-' || g)::bytea), now() - interval '1 hour'
-			FROM unnest(ARRAY['push', 'check_run', 'installation']) WITH ORDINALITY AS x(e, g) RETURNING id, event
+			FROM unnest(ARRAY['push', 'check_run', 'check_suite', 'installation']) WITH ORDINALITY AS x(e, g) RETURNING id, event
 		)
 		INSERT INTO control_plane_jobs (kind, inbox_id, status) SELECT event, id, 'dead_letter' FROM i`); err != nil {
 		t.Fatal(err)
@@ -309,14 +313,134 @@ func TestRestoreFenceReportsDeadLettersThatLeadToDispatches(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	if res.Jobs != 2 || res.Creations != 1 {
-		t.Fatalf("reported %d dead-lettered jobs and %d creations, want 2 (push, check_run; not installation) and 1", res.Jobs, res.Creations)
+	if res.Jobs != 3 || res.Creations != 1 {
+		t.Fatalf("reported %d dead-lettered jobs and %d creations, want 3 (push, check_run, check_suite; not installation) and 1", res.Jobs, res.Creations)
 	}
 	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_outbox_fence_close('test')`); err != nil {
 		t.Fatal(err)
 	}
 	code, out, _ = run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339))
-	if code != 0 || !strings.Contains(out, "2 push or check_run jobs and 1 check-run creations or permission reads are dead letters") {
+	if code != 0 || !strings.Contains(out, "3 push, check_run or check_suite jobs and 1 check-run creations or permission reads are dead letters") {
 		t.Fatalf("fence's text: exit %d\n%s", code, out)
+	}
+}
+
+// The close's check and the close are one transaction that no push job or check-run creation can
+// enter: a push accepted while the close runs (its transaction not yet committed when the close
+// counts) is counted and keeps the hold open. Checked and closed apart, the close saw nothing,
+// closed, and the push then committed under a closed fence: its dispatch would go out unheld.
+func TestRestoreCloseCountsAPushCommittedDuringIt(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	tx, err := o.pool.Begin(o.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(o.ctx) }()
+	var pushPID int32
+	if err := tx.QueryRow(o.ctx, `WITH i AS (INSERT INTO webhook_inbox (delivery_id, event, payload, payload_sha256)
+		VALUES ('push-during-close', 'push', '{}', sha256('x'::bytea)) RETURNING id),
+		j AS (INSERT INTO control_plane_jobs (kind, inbox_id) SELECT 'push', id FROM i)
+		SELECT pg_backend_pid()`).Scan(&pushPID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		// --wait 3s: a lock wait that times out (400 ms) before the commit below is tried again.
+		code, out, errOut := run(t, o.env, "restore", "close", "--wait", "3s")
+		done <- result{code, out, errOut}
+	}()
+	// The close waits for the push's transaction (its lock on the table), then counts it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pushPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the close finished while a push was being accepted: exit %d %s %s", r.code, r.out, r.errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the close never waited for the push's transaction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(o.ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.code != 1 || !strings.Contains(r.errOut, "not closed: 1 push, check_run or check_suite jobs") {
+		t.Fatalf("close: exit %d %s %s; want it refused for the push", r.code, r.out, r.errOut)
+	}
+	var open bool
+	if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM restore_fences WHERE closed_at IS NULL)`).Scan(&open); err != nil || !open {
+		t.Fatalf("hold open %v (%v), want open", open, err)
+	}
+}
+
+// In a lock cycle with a writer that wrote the jobs and then the outbox, the close gives up, not
+// the writer (the close began to wait first): the writer's transaction commits, and the close says
+// that its locks were not granted.
+func TestRestoreCloseGivesWayToAWriter(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	if code, out, errOut := run(t, o.env, "restore", "fence", "--since", time.Now().UTC().Format(time.RFC3339)); code != 0 {
+		t.Fatalf("fence: %d %s %s", code, out, errOut)
+	}
+	tx, err := o.pool.Begin(o.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(o.ctx) }()
+	var writerPID int32
+	if err := tx.QueryRow(o.ctx, `WITH u AS (UPDATE control_plane_jobs SET updated_at = updated_at WHERE false RETURNING 1)
+		SELECT pg_backend_pid()`).Scan(&writerPID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		code        int
+		out, errOut string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s")
+		done <- result{code, out, errOut}
+	}()
+	// The close holds the outbox and waits for the jobs, which the writer holds.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, writerPID).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the close never waited for the writer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The writer now writes the outbox: a cycle, which the close's lock timeout breaks.
+	if _, err := tx.Exec(o.ctx, `UPDATE control_plane_outbox SET updated_at = updated_at WHERE false`); err != nil {
+		t.Fatalf("the writer, in a cycle with the close: %v", err)
+	}
+	if err := tx.Commit(o.ctx); err != nil {
+		t.Fatalf("the writer's commit: %v", err)
+	}
+	if r := <-done; r.code != 1 || !strings.Contains(r.errOut, "not closed: the close's locks on the jobs and the outbox were not granted") {
+		t.Fatalf("close: exit %d %s %s; want it to give way", r.code, r.out, r.errOut)
 	}
 }
