@@ -27,8 +27,9 @@
 # the services' batching; the load tool prints what it bought, effects and jobs per claim.
 # E2E_SIM_SENDERS (32) is how many webhooks the simulator sends at once (8 before 2026-12-05).
 # E2E_SIM_RETAIN (10000) is how many finished check runs, workflow runs and webhook deliveries the
-# simulator keeps (githubsim --retain-finished; 0 keeps all, about 15 KiB per release run, as every
-# burst did before 2026-12-07: a heap that grew to 400–600 MiB, paid for on the shared cores).
+# simulator keeps (githubsim --retain-finished; 0 keeps every check run and workflow run and the
+# newest 100,000 deliveries, as every burst did before 2026-12-07: a heap that grew to 400–600 MiB,
+# paid for on the shared cores).
 # E2E_INGEST_CONNS (16), E2E_LIFECYCLE_CONNS (8) and E2E_DISPATCHER_CONNS (16) size the services'
 # database pools (BOARDREADYOPS_DB_MAX_CONNS). KEEP_LOGS=dir keeps the logs and the services'
 # metrics, of a burst that did not finish too; PG_STATEMENTS=1 and PG_SET are lib.sh's.

@@ -60,8 +60,16 @@ func (s *Simulator) record(guid, event, action string, statusCode int, payload [
 	defer s.mu.Unlock()
 	d := &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: at, Redelivery: redelivery, StatusCode: statusCode,
 		Status: deliveryStatus(statusCode), Event: event, Action: action, payload: payload}
-	s.deliveries = append(s.deliveries, d)
+	s.appendDeliveryLocked(d)
 	return d.ID
+}
+
+// appendDeliveryLocked adds d to the delivery log (s.mu held), keeping the newest deliveriesKept.
+func (s *Simulator) appendDeliveryLocked(d *HookDelivery) {
+	s.deliveries = append(s.deliveries, d)
+	if keep := s.deliveriesKept(); len(s.deliveries) > keep {
+		s.deliveries = s.deliveries[len(s.deliveries)-keep:]
+	}
 }
 
 func deliveryStatus(code int) string {
@@ -101,11 +109,8 @@ func (s *Simulator) send(ctx context.Context, client *http.Client, guid, event, 
 		}
 	}
 	s.mu.Lock()
-	s.deliveries = append(s.deliveries, &HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: start.UTC(), Redelivery: redelivery,
+	s.appendDeliveryLocked(&HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: start.UTC(), Redelivery: redelivery,
 		Duration: s.now().Sub(start).Seconds(), Status: deliveryStatus(code), StatusCode: code, Event: event, Action: action, payload: payload})
-	if keep := s.deliveriesKept(); len(s.deliveries) > keep {
-		s.deliveries = s.deliveries[len(s.deliveries)-keep:]
-	}
 	s.mu.Unlock()
 	return code
 }
