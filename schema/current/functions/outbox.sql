@@ -1121,7 +1121,9 @@ BEGIN
         SELECT o.id, o.status FROM public.control_plane_outbox o
         -- Every undelivered dispatch, however old: one still waiting at the restore point (a
         -- retry's backoff, a rate-limit block, a pause) may have been sent after it (00066).
-        WHERE o.effect_type = 'github.workflow.dispatch' AND o.status IN ('available', 'leased')
+        -- Two arms of an OR, each the predicate of a partial index (claim_idx, lease_idx), so
+        -- that the plan reads those indexes and not the whole outbox (00082).
+        WHERE o.effect_type = 'github.workflow.dispatch' AND (o.status = 'available' OR o.status = 'leased')
         ORDER BY o.id
         FOR UPDATE
     ), moved AS (
