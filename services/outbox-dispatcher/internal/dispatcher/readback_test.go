@@ -177,3 +177,68 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 		t.Fatalf("%s %v, want 1: counted for its alert", outbox.OtherCommitMetric, n)
 	}
 }
+
+// GitHub refuses a quiet run's read-back (the workflow run was deleted: 404). The read is
+// dead-lettered and the run stays running; the next periods' sweeps leave the attempt alone
+// instead of adding a dead letter each time (00083). Replayed by an operator once the cause is
+// fixed, the read finishes the run.
+func TestRefusedReadBackIsNotRepeated(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.release(55501, "octo-org/hello-world", "v4.3.0")
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 {
+		t.Fatalf("%d workflow runs", len(runs))
+	}
+	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
+		t.Fatal(err)
+	}
+	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpGetWorkflowRun, Times: 1,
+		Response: &githubsim.Response{Status: 404, Body: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`}})
+	age := func() {
+		t.Helper()
+		for _, sql := range []string{
+			`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
+			`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
+			`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
+		} {
+			if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sweep := func() int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	age()
+	if n := sweep(); n != 1 {
+		t.Fatalf("quiet run: %d reads enqueued, want 1", n)
+	}
+	e.runUntil(d, func() bool { return e.statuses()["github.workflow_run.read/dead_letter"] == 1 })
+	for period := range 3 {
+		age()
+		if n := sweep(); n != 0 {
+			t.Fatalf("period %d after the refused read: %d reads enqueued, want none", period+1, n)
+		}
+	}
+	if st := e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run); st != 1 {
+		t.Fatalf("the run is no longer running after a refused read-back")
+	}
+	var id int64
+	if err := e.pool.QueryRow(e.ctx, `SELECT id FROM control_plane_outbox WHERE effect_type = 'github.workflow_run.read'`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_outbox_replay($1, 'operator@example.com', 'workflow run restored')`, id); err != nil {
+		t.Fatal(err)
+	}
+	e.runUntil(d, func() bool {
+		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'succeeded'`, run) == 1
+	})
+}
