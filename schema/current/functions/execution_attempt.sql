@@ -300,6 +300,7 @@ DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     run public.release_runs;
     att public.execution_attempts;
+    v_paused text;
 BEGIN
     SELECT * INTO run FROM public.release_runs WHERE id = p_run_id FOR UPDATE;
     IF NOT FOUND THEN
@@ -317,9 +318,13 @@ BEGIN
     WHERE id = run.id;
     RETURN QUERY SELECT att.id, att.number,
         public.boardreadyops_outbox_enqueue_attempt_dispatch(run.id, att.id, p_traceparent, v_now);
-    -- The check run shows the new attempt at once, not the previous one's conclusion.
+    -- The check run shows the new attempt at once, not the previous one's conclusion, and a
+    -- dispatch pause in force that holds it (00084).
+    v_paused := public.boardreadyops_outbox_dispatch_pause_reason(run.installation_id);
     PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'dispatching',
-        format('Re-run: attempt %s is starting.', att.number), p_traceparent, v_now);
+        CASE WHEN v_paused IS NULL THEN format('Re-run: attempt %s is starting.', att.number)
+             ELSE format('Re-run: attempt %s is waiting. The release is paused: an operator paused workflow dispatches (%s). The release workflow starts when they resume.', att.number, v_paused)
+        END, p_traceparent, v_now);
 END;
 $$;
 

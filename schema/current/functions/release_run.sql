@@ -986,6 +986,7 @@ DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     run public.release_runs;
     v_who text;
+    v_paused text;
 BEGIN
     SELECT * INTO run FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     IF NOT FOUND OR run.status <> 'blocked' OR r.effect_type = 'github.collaborator_permission.read' THEN
@@ -1001,8 +1002,12 @@ BEGIN
     WHERE id = run.id;
     v_who := CASE WHEN p_operator LIKE 'github:%' THEN 'Retry requested by @' || substr(p_operator, length('github:') + 1)
                   ELSE 'Operator ' || p_operator || ' resolved it' END;
+    -- A dispatch pause in force holds the dispatch: the check run says so (00084).
+    v_paused := public.boardreadyops_outbox_dispatch_pause_reason(run.installation_id);
     PERFORM public.boardreadyops_release_run_enqueue_check_run(run.id, 'retrying',
-        v_who || ': the release workflow is dispatched again.', r.traceparent, v_now);
+        CASE WHEN v_paused IS NULL THEN v_who || ': the release workflow is dispatched again.'
+             ELSE format('%s: the release is paused: an operator paused workflow dispatches (%s). The release workflow is dispatched again when they resume.', v_who, v_paused)
+        END, r.traceparent, v_now);
 END;
 $$;
 

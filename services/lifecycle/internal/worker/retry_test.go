@@ -410,3 +410,46 @@ func TestActionsRerunIsFollowed(t *testing.T) {
 		t.Fatalf("recorded run attempt %d", n)
 	}
 }
+
+// A re-run or a Retry while the installation's workflow dispatches are paused: the dispatch waits
+// for the resume, and the check run says so with the pause's reason, instead of "is starting" or
+// "is dispatched again" until the resume (00084). Without a pause the texts are unchanged (the
+// tests above).
+func TestRerunAndRetryDuringAPauseSaySo(t *testing.T) {
+	t.Parallel()
+	const pause = "The release is paused: an operator paused workflow dispatches (GitHub incident 42)."
+	t.Run("re-run", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.deliver(pushTag("v1.0.0", sha))
+		b.drain()
+		run := b.onlyRun()
+		b.completeEffects(4001, 9001)
+		b.deliver(workflowRun("completed", 9001, "failure"))
+		b.drain()
+		b.completeEffects(0, 0)
+		b.exec(`SELECT boardreadyops_outbox_pause_dispatches($1, 'alice', 'GitHub incident 42')`, installationID)
+		b.deliver(rerequest(run, 4001))
+		b.drain()
+		want := "Re-run: attempt 2 is waiting. " + pause + " The release workflow starts when they resume."
+		if state, notice, _ := b.latestCheckRunUpdate(); state != "dispatching" || notice != want {
+			t.Fatalf("check run after a re-run during a pause: %s %q, want %q", state, notice, want)
+		}
+	})
+	t.Run("retry", func(t *testing.T) {
+		t.Parallel()
+		b, run := blockedRun(t, false)
+		b.exec(`SELECT boardreadyops_outbox_pause_dispatches(NULL, 'alice', 'GitHub incident 42')`)
+		b.deliver(requestedAction(run, 4001, "retry"))
+		b.drain()
+		b.answerPermissionReads(writer)
+		if r, _, _ := b.runStatus(run); r != "dispatching" {
+			t.Fatalf("run %s after the Retry, want dispatching", r)
+		}
+		want := "Retry requested by @octocat: the release is paused: an operator paused workflow dispatches (GitHub incident 42). " +
+			"The release workflow is dispatched again when they resume."
+		if state, notice, _ := b.latestCheckRunUpdate(); state != "retrying" || notice != want {
+			t.Fatalf("check run after a Retry during a pause: %s %q, want %q", state, notice, want)
+		}
+	})
+}
