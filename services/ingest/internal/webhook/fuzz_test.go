@@ -88,6 +88,7 @@ func FuzzParse(f *testing.F) {
 			eventdoc.EventRepository:               doc.Repository != nil && doc.Action != "",
 			eventdoc.EventPush:                     doc.Push != nil && doc.Repository != nil && doc.Action == "",
 			eventdoc.EventCheckRun:                 doc.CheckRun != nil && doc.Repository != nil && doc.Action != "",
+			eventdoc.EventCheckSuite:               doc.CheckSuite != nil && doc.Repository != nil && doc.Action != "",
 			eventdoc.EventWorkflowRun:              doc.WorkflowRun != nil && doc.Repository != nil && doc.Action != "",
 			eventdoc.EventPing:                     doc.Ping != nil && doc.Ping.HookID > 0,
 		}
