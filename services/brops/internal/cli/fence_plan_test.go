@@ -54,10 +54,8 @@ func TestRestoreFenceReadsOnlyUndeliveredEffects(t *testing.T) {
 		t.Fatalf("no plan of the fence's statement among %q", all)
 	}
 	// The fenced CTE's part of the plan: up to the next CTE.
-	fence := plan[strings.Index(plan, "CTE fenced"):]
-	if i := strings.Index(fence, "CTE moved"); i >= 0 {
-		fence = fence[:i]
-	}
+	_, fence, _ := strings.Cut(plan, "CTE fenced")
+	fence, _, _ = strings.Cut(fence, "CTE moved")
 	for _, index := range []string{"control_plane_outbox_claim_idx", "control_plane_outbox_lease_idx"} {
 		if !strings.Contains(fence, index) {
 			t.Errorf("the fence does not read %s:\n%s", index, fence)
