@@ -608,12 +608,13 @@ BEGIN
         JOIN public.execution_attempts x ON x.release_run_id = r.id AND x.number = r.current_attempt
         WHERE r.status = 'running' AND r.created_at < v_now - p_quiet
           AND x.status = 'running' AND x.workflow_run_id IS NOT NULL AND x.updated_at < v_now - p_quiet
-          -- Not read within the period, and no read dead-lettered: GitHub refused it (a deleted
-          -- workflow run's 404, a 403), and asking again every period only added a dead letter
-          -- each time. An operator replays the read or cancels the run (00083).
+          -- Not read within the period, nor dead-lettered within a day: a read GitHub refused
+          -- (a deleted workflow run's 404, a 403), or one whose attempts ran out, asked again
+          -- every period only added a dead letter each time (00083).
           AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
                           WHERE o.release_run_id = x.release_run_id AND o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = x.id
-                            AND (o.created_at > v_now - p_quiet OR o.status = 'dead_letter'))
+                            AND (o.created_at > v_now - p_quiet
+                                 OR (o.status = 'dead_letter' AND o.updated_at > v_now - interval '1 day')))
         ORDER BY r.created_at
         LIMIT p_limit
         FOR UPDATE OF x SKIP LOCKED -- another replica's sweep has these: it reads them

@@ -179,9 +179,9 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 }
 
 // GitHub refuses a quiet run's read-back (the workflow run was deleted: 404). The read is
-// dead-lettered and the run stays running; the next periods' sweeps leave the attempt alone
-// instead of adding a dead letter each time (00083). Replayed by an operator once the cause is
-// fixed, the read finishes the run.
+// dead-lettered and the run stays running; the sweeps of the next periods leave the attempt alone
+// for a day instead of adding a dead letter each period (00083). A day after the dead letter the
+// attempt is read again, and a cause that has passed (here the refusal was once) finishes the run.
 func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
@@ -197,14 +197,14 @@ func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 	}
 	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpGetWorkflowRun, Times: 1,
 		Response: &githubsim.Response{Status: 404, Body: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`}})
-	age := func() {
+	age := func(by string) {
 		t.Helper()
 		for _, sql := range []string{
-			`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
-			`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
-			`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
+			`UPDATE release_runs SET created_at = created_at - $2::interval WHERE id = $1`,
+			`UPDATE execution_attempts SET updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
+			`UPDATE control_plane_outbox SET created_at = created_at - $2::interval, updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
 		} {
-			if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
+			if _, err := e.pool.Exec(e.ctx, sql, run, by); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -217,28 +217,29 @@ func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 		}
 		return n
 	}
-	age()
+	age("1 hour")
 	if n := sweep(); n != 1 {
 		t.Fatalf("quiet run: %d reads enqueued, want 1", n)
 	}
 	e.runUntil(d, func() bool { return e.statuses()["github.workflow_run.read/dead_letter"] == 1 })
-	for period := range 3 {
-		age()
+	for hours := 1; hours <= 23; hours += 11 {
+		age("1 hour")
 		if n := sweep(); n != 0 {
-			t.Fatalf("period %d after the refused read: %d reads enqueued, want none", period+1, n)
+			t.Fatalf("about %d hours after the refused read: %d reads enqueued, want none", hours, n)
 		}
+		age("10 hours")
 	}
-	if st := e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run); st != 1 {
-		t.Fatalf("the run is no longer running after a refused read-back")
+	if e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run) != 1 {
+		t.Fatal("the run is no longer running after a refused read-back")
 	}
-	var id int64
-	if err := e.pool.QueryRow(e.ctx, `SELECT id FROM control_plane_outbox WHERE effect_type = 'github.workflow_run.read'`).Scan(&id); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.pool.Exec(e.ctx, `SELECT boardreadyops_outbox_replay($1, 'operator@example.com', 'workflow run restored')`, id); err != nil {
-		t.Fatal(err)
+	age("2 hours") // a day and more since the dead letter
+	if n := sweep(); n != 1 {
+		t.Fatalf("a day after the refused read: %d reads enqueued, want 1", n)
 	}
 	e.runUntil(d, func() bool {
 		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'succeeded'`, run) == 1
 	})
+	if st := e.statuses(); st["github.workflow_run.read/dead_letter"] != 1 || st["github.workflow_run.read/completed"] != 1 {
+		t.Fatalf("reads %v, want the refused one and the one a day later", st)
+	}
 }
