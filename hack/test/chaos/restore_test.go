@@ -347,7 +347,8 @@ var (
 func (e *env) closeHoldAfter(ids []string) {
 	e.t.Helper()
 	e.waitZero(`SELECT count(*) FROM unnest($1::text[]) d(id) WHERE NOT EXISTS (SELECT 1 FROM webhook_inbox i WHERE i.delivery_id = d.id)`, 60*time.Second, ids)
-	// What brops restore close counts itself (its --wait is shorter than this test's).
+	// The pending work brops restore close counts itself (it also counts dead letters since the
+	// fence, which this test makes none of), so that the close does not have to wait for it.
 	e.waitZero(`SELECT (SELECT count(*) FROM control_plane_jobs WHERE status IN ('available', 'leased') AND kind IN ('push', 'check_run', 'check_suite'))
 		+ (SELECT count(*) FROM control_plane_outbox WHERE status IN ('available', 'leased')
 		   AND effect_type IN ('github.check_run.create', 'github.collaborator_permission.read'))`, 60*time.Second)
