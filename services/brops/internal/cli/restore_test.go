@@ -347,36 +347,9 @@ func TestRestoreCloseCountsAPushCommittedDuringIt(t *testing.T) {
 		SELECT pg_backend_pid()`).Scan(&pushPID); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		code        int
-		out, errOut string
-	}
-	done := make(chan result, 1)
-	go func() {
-		// --wait 3s: a lock wait that times out (400 ms) before the commit below is tried again.
-		code, out, errOut := run(t, o.env, "restore", "close", "--wait", "3s")
-		done <- result{code, out, errOut}
-	}()
-	// The close waits for the push's transaction (its lock on the table), then counts it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting bool
-		if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pushPID).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		select {
-		case r := <-done:
-			t.Fatalf("the close finished while a push was being accepted: exit %d %s %s", r.code, r.out, r.errOut)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the close never waited for the push's transaction")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	// --wait 3s: a lock wait that times out (400 ms) before the commit below is tried again. The
+	// close waits for the push's transaction (its lock on the table), then counts it.
+	done := o.closeBlockedBy(pushPID, "3s")
 	if err := tx.Commit(o.ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -409,30 +382,8 @@ func TestRestoreCloseGivesWayToAWriter(t *testing.T) {
 		SELECT pg_backend_pid()`).Scan(&writerPID); err != nil {
 		t.Fatal(err)
 	}
-	type result struct {
-		code        int
-		out, errOut string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, out, errOut := run(t, o.env, "restore", "close", "--wait", "0s")
-		done <- result{code, out, errOut}
-	}()
 	// The close holds the outbox and waits for the jobs, which the writer holds.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting bool
-		if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, writerPID).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the close never waited for the writer")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	done := o.closeBlockedBy(writerPID, "0s")
 	// The writer now writes the outbox: a cycle, which the close's lock timeout breaks.
 	if _, err := tx.Exec(o.ctx, `UPDATE control_plane_outbox SET updated_at = updated_at WHERE false`); err != nil {
 		t.Fatalf("the writer, in a cycle with the close: %v", err)
@@ -442,5 +393,42 @@ func TestRestoreCloseGivesWayToAWriter(t *testing.T) {
 	}
 	if r := <-done; r.code != 1 || !strings.Contains(r.errOut, "not closed: the close's locks on the jobs and the outbox were not granted") {
 		t.Fatalf("close: exit %d %s %s; want it to give way", r.code, r.out, r.errOut)
+	}
+}
+
+// closeResult is what a brops restore close run in the background ended with.
+type closeResult struct {
+	code        int
+	out, errOut string
+}
+
+// closeBlockedBy starts brops restore close --wait wait in the background and returns once it is
+// waiting for a lock that the backend pid holds; the close's result arrives on the channel. It
+// fails the test if the close ends first.
+func (o *ops) closeBlockedBy(pid int32, wait string) <-chan closeResult {
+	o.t.Helper()
+	done := make(chan closeResult, 1)
+	go func() {
+		code, out, errOut := run(o.t, o.env, "restore", "close", "--wait", wait)
+		done <- closeResult{code, out, errOut}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := o.pool.QueryRow(o.ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&waiting); err != nil {
+			o.t.Fatal(err)
+		}
+		if waiting {
+			return done
+		}
+		select {
+		case r := <-done:
+			o.t.Fatalf("the close finished before it waited for backend %d: exit %d %s %s", pid, r.code, r.out, r.errOut)
+		default:
+		}
+		if time.Now().After(deadline) {
+			o.t.Fatalf("the close never waited for backend %d", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

@@ -72,29 +72,11 @@ func TestQuietRunsAreReadBack(t *testing.T) {
 	run := e.release(55501, "octo-org/hello-world", "v4.1.0")
 	d := e.dispatcher(10 * time.Second)
 	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
-	sweep := func() int {
-		t.Helper()
-		var n int
-		if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	sweep := e.readBackSweep
 	if n := sweep(); n != 0 {
 		t.Fatalf("a run dispatched just now read back: %d", n)
 	}
-	age := func() {
-		t.Helper()
-		for _, sql := range []string{
-			`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
-			`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
-			`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
-		} {
-			if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	age := func() { e.ageRun(run, "1 hour") }
 	age()
 	// Still in progress on GitHub: read once, nothing changes, not read again within the period.
 	if n := sweep(); n != 1 {
@@ -148,18 +130,9 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
 		t.Fatal(err)
 	}
-	for _, sql := range []string{
-		`UPDATE release_runs SET created_at = created_at - interval '1 hour' WHERE id = $1`,
-		`UPDATE execution_attempts SET updated_at = updated_at - interval '1 hour' WHERE release_run_id = $1`,
-		`UPDATE control_plane_outbox SET created_at = created_at - interval '1 hour' WHERE release_run_id = $1`,
-	} {
-		if _, err := e.pool.Exec(e.ctx, sql, run); err != nil {
-			t.Fatal(err)
-		}
-	}
-	var n int
-	if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil || n != 1 {
-		t.Fatalf("%d reads enqueued (%v), want 1", n, err)
+	e.ageRun(run, "1 hour")
+	if n := e.readBackSweep(); n != 1 {
+		t.Fatalf("%d reads enqueued, want 1", n)
 	}
 	e.runUntil(d, func() bool {
 		return e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'failed'`, run) == 1 &&
@@ -197,26 +170,8 @@ func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 	}
 	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpGetWorkflowRun, Times: 1,
 		Response: &githubsim.Response{Status: 404, Body: `{"message":"Not Found","documentation_url":"https://docs.github.com/rest"}`}})
-	age := func(by string) {
-		t.Helper()
-		for _, sql := range []string{
-			`UPDATE release_runs SET created_at = created_at - $2::interval WHERE id = $1`,
-			`UPDATE execution_attempts SET updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
-			`UPDATE control_plane_outbox SET created_at = created_at - $2::interval, updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
-		} {
-			if _, err := e.pool.Exec(e.ctx, sql, run, by); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	sweep := func() int {
-		t.Helper()
-		var n int
-		if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	age := func(by string) { e.ageRun(run, by) }
+	sweep := e.readBackSweep
 	age("1 hour")
 	if n := sweep(); n != 1 {
 		t.Fatalf("quiet run: %d reads enqueued, want 1", n)
@@ -242,4 +197,30 @@ func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 	if st := e.statuses(); st["github.workflow_run.read/dead_letter"] != 1 || st["github.workflow_run.read/completed"] != 1 {
 		t.Fatalf("reads %v, want the refused one and the one a day later", st)
 	}
+}
+
+// ageRun moves a release run's times, its attempts' and its effects' back by the interval by, as
+// if that much time had passed since.
+func (e *env) ageRun(run, by string) {
+	e.t.Helper()
+	for _, sql := range []string{
+		`UPDATE release_runs SET created_at = created_at - $2::interval WHERE id = $1`,
+		`UPDATE execution_attempts SET updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
+		`UPDATE control_plane_outbox SET created_at = created_at - $2::interval, updated_at = updated_at - $2::interval WHERE release_run_id = $1`,
+	} {
+		if _, err := e.pool.Exec(e.ctx, sql, run, by); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+}
+
+// readBackSweep runs lifecycle's sweep for quiet runs once (a 30-minute period) and returns how
+// many reads it enqueued.
+func (e *env) readBackSweep() int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 100)`).Scan(&n); err != nil {
+		e.t.Fatal(err)
+	}
+	return n
 }
