@@ -259,42 +259,25 @@ const closeLockTimeout = 400 * time.Millisecond
 func closeHoldDrained(ctx context.Context, pool *pgxpool.Pool, operator string, wait time.Duration) (int, error) {
 	deadline := time.Now().Add(wait)
 	for {
+		// Counted first without the locks: while work is pending, nobody waits for the close.
 		var pushes, creations int64
 		if err := pool.QueryRow(ctx, holdPendingSQL, dispatchingEffects, dispatchingJobs).Scan(&pushes, &creations); err != nil {
 			return 0, fmt.Errorf("read pending push jobs and check-run creations: %w", err)
 		}
+		busy := false
 		if pushes == 0 && creations == 0 {
-			closed := -1
-			err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, closeLockTimeout.String()); err != nil {
-					return err
-				}
-				// The outbox first: lifecycle writes it before it completes its jobs, ingest
-				// writes only the jobs, the dispatchers only the outbox.
-				for _, table := range []string{"control_plane_outbox", "control_plane_jobs"} {
-					if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
-						return err
-					}
-				}
-				if err := tx.QueryRow(ctx, holdPendingSQL, dispatchingEffects, dispatchingJobs).Scan(&pushes, &creations); err != nil {
-					return err
-				}
-				if pushes != 0 || creations != 0 {
-					return nil // nothing written: the hold stays open
-				}
-				return tx.QueryRow(ctx, `SELECT boardreadyops_outbox_fence_close($1)`, operator).Scan(&closed)
-			})
+			n, closed, err := closeIfDrained(ctx, pool, operator, &pushes, &creations)
 			switch {
-			case err == nil && closed >= 0:
-				return closed, nil
-			case err != nil && !tablesBusy(err):
-				return 0, fmt.Errorf("close restore fence: %w", err)
+			case err == nil && closed:
+				return n, nil
+			case tablesBusy(err):
+				busy = true
 			case err != nil:
-				pushes, creations = -1, -1 // the tables were busy: count again
+				return 0, fmt.Errorf("close restore fence: %w", err)
 			}
 		}
 		if !time.Now().Before(deadline) {
-			if pushes < 0 {
+			if busy {
 				return 0, fmt.Errorf("not closed: the close's locks on the jobs and the outbox were not granted within %s each (writers busy, or a deadlock with one) by the end of --wait (%s); run it again, or with a longer --wait", closeLockTimeout, wait)
 			}
 			return 0, fmt.Errorf("not closed: %d push, check_run or check_suite jobs and %d check-run creations or permission reads are still available, leased or dead-lettered since the fence; "+
@@ -308,6 +291,33 @@ func closeHoldDrained(ctx context.Context, pool *pgxpool.Pool, operator string, 
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// closeIfDrained is the close's one transaction: the SHARE locks (closeHoldDrained), the count
+// into pushes and creations, and the close when both are 0. closed says whether it closed; n is
+// how many holds.
+func closeIfDrained(ctx context.Context, pool *pgxpool.Pool, operator string, pushes, creations *int64) (n int, closed bool, err error) {
+	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('lock_timeout', $1, true)`, closeLockTimeout.String()); err != nil {
+			return err
+		}
+		// The outbox first: lifecycle writes it before it completes its jobs, ingest writes only
+		// the jobs, the dispatchers only the outbox.
+		for _, table := range []string{"control_plane_outbox", "control_plane_jobs"} {
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+table+` IN SHARE MODE`); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, holdPendingSQL, dispatchingEffects, dispatchingJobs).Scan(pushes, creations); err != nil {
+			return err
+		}
+		if *pushes != 0 || *creations != 0 {
+			return nil // nothing written: the hold stays open
+		}
+		closed = true
+		return tx.QueryRow(ctx, `SELECT boardreadyops_outbox_fence_close($1)`, operator).Scan(&n)
+	})
+	return n, closed && err == nil, err
 }
 
 // tablesBusy: the close's locks were not granted within its lock timeout (55P03), or it deadlocked
