@@ -2,8 +2,12 @@
 # End-to-end load (docs/performance.md): a fresh durable PostgreSQL, the GitHub simulator running
 # every dispatched workflow (100 ms steps) and sending its workflow_run webhooks back, ingest,
 # lifecycle and outbox-dispatcher as separate processes, and `loadgen e2e` pushing release tags
-# (each run: 4 webhooks, of which the filter stores 2 as jobs, and 3 effects) until every run is
-# finished; then pgbench.
+# (each run: 10 webhooks, of which the filter stores 2 as jobs, and 4 effects) until every run is
+# finished; then pgbench. The 10: the push; workflow_run requested, in_progress and completed;
+# and the check events GitHub sends an App with the checks permission (githubsim --check-events):
+# check_run created and completed of the App's check run and of the workflow's job, and
+# check_suite completed of both suites. E2E_CHECK_EVENTS=false leaves the last six out, as every
+# burst before 2026-12-07 did.
 #
 #   hack/bench/e2e.sh [--runs 50000] [--rate 0] [--installations 10] [--repositories 100] [--pacing off|on]
 #                     [--pooler none|pgbouncer] [--listen on|off] [--dispatchers 1]
@@ -72,7 +76,8 @@ bin/devkeys --dir "$work/dev"
 export LOG_LEVEL=warn DATABASE_URL=$services_db BOARDREADYOPS_LISTEN=$([[ $listen == on ]] && echo true || echo false) BOARDREADYOPS_GITHUB_APP_ID=1 BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE=$work/dev/app-key.pem \
 	BOARDREADYOPS_WEBHOOK_SECRET_FILE=$work/dev/webhook-secret BOARDREADYOPS_GITHUB_API_URL=http://127.0.0.1:18091/
 bin/githubsim --listen 127.0.0.1:18091 --app-id 1 --app-key-file "$work/dev/app-key.pem" --webhook-url http://127.0.0.1:18081/webhook \
-	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --webhook-senders "${E2E_SIM_SENDERS:-32}" --retain-finished "${E2E_SIM_RETAIN:-10000}" >"$work/githubsim.log" 2>&1 &
+	--webhook-secret-file "$work/dev/webhook-secret" --run-delay 100ms --webhook-senders "${E2E_SIM_SENDERS:-32}" --retain-finished "${E2E_SIM_RETAIN:-10000}" \
+	--check-events="${E2E_CHECK_EVENTS:-true}" >"$work/githubsim.log" 2>&1 &
 pids+=($!); githubsim_pid=$!
 LISTEN_ADDR=127.0.0.1:18081 METRICS_ADDR=127.0.0.1:19291 BOARDREADYOPS_DB_MAX_CONNS=${E2E_INGEST_CONNS:-16} bin/ingest >"$work/ingest.log" 2>&1 &
 pids+=($!); ingest_pid=$!

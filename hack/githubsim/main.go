@@ -1,6 +1,7 @@
 // Command githubsim serves the GitHub API simulator (pkg/githubsim) for the local run and load
 // runs: it verifies the App JWT with the App's key, answers check-run and workflow-dispatch
-// requests, and plays dispatched runs by sending signed workflow_run webhooks to --webhook-url.
+// requests, and plays dispatched runs by sending signed workflow_run webhooks to --webhook-url,
+// with the check_run and check_suite webhooks GitHub sends about check runs (--check-events).
 //
 //	githubsim --listen 127.0.0.1:18090 --app-id 1 --app-key-file key.pem \
 //	    --webhook-url http://127.0.0.1:8080/webhook --webhook-secret-file secret
@@ -43,6 +44,7 @@ func run() error {
 	auto := flag.Bool("auto-repositories", true, "accept any repository of any installation, with the release workflow")
 	autoTags := flag.Bool("auto-tags", true, "every tag exists, at githubsim.AutoTagCommit(repository, tag): the commit the load tool and the demo push it at")
 	senders := flag.Int("webhook-senders", 8, "webhooks sent at once (GitHub sends many deliveries concurrently)")
+	checkEvents := flag.Bool("check-events", true, "send check_run created/completed and check_suite completed for the App's check runs and each dispatched run's job, as GitHub sends an App with the checks permission (false: workflow_run webhooks only)")
 	var limits githubsim.Limits
 	flag.IntVar(&limits.Budget, "budget", 0, "primary budget of each installation per hour, reported in x-ratelimit headers (0: unlimited)")
 	flag.IntVar(&limits.MaxConcurrent, "max-concurrent", 0, "secondary limit: requests in flight per installation (0: none)")
@@ -73,7 +75,7 @@ func run() error {
 		secret = []byte(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
 	}
 	opts := githubsim.Options{AppID: *appID, AppPublicKey: pub, AutoRepositories: *auto, AutoTags: *autoTags, WebhookURL: *webhookURL,
-		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, WebhookSenders: *senders, Logger: logger}
+		WebhookSecret: secret, RunDelay: *runDelay, RetainFinished: *retain, WebhookSenders: *senders, CheckEvents: *checkEvents, Logger: logger}
 	if *failTags != "" {
 		var mu sync.Mutex
 		seen := map[string]bool{}

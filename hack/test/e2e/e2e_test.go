@@ -96,7 +96,7 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	pub, secret, keyFile, secretFile := appCredentials(t, dir)
 	ingestAddr := proctest.FreeAddr(t)
 	sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, AutoRepositories: true, TagCommit: githubsim.TagsAt(pushedSHA),
-		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond})
+		WebhookURL: "http://" + ingestAddr + "/webhook", WebhookSecret: secret, RunDelay: 100 * time.Millisecond, CheckEvents: true})
 	defer sim.Close()
 	gh := httptest.NewServer(sim)
 	defer gh.Close()
@@ -153,13 +153,37 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	// Every stored delivery was processed: 20 tag pushes and 20 workflow_run completions; the
-	// filter dropped the 40 requested/in_progress webhooks, 4 branch pushes and 4 CI runs.
+	// The filter drops the 40 requested/in_progress webhooks, 4 branch pushes and 4 CI runs, and
+	// GitHub's check events (githubsim's CheckEvents): check_run created and completed of the
+	// product's check run and of the workflow's job, and check_suite completed of the job's suite
+	// and of the product's suite of a commit when its last check run completes (the 5 tags of a
+	// repository share a commit: 1 to 5 of those per repository). They follow the check run's
+	// completion, so they are waited for.
+	checkEvents := func() (n int) {
+		for _, d := range sim.Deliveries() {
+			if d.Event == "check_run" || d.Event == "check_suite" {
+				if d.StatusCode != http.StatusAccepted {
+					t.Fatalf("%s %s answered %d", d.Event, d.Action, d.StatusCode)
+				}
+				n++
+			}
+		}
+		return n
+	}
+	for {
+		n, events := scrapeSum(t, procs[0].MetricsAddr, "boardreadyops_webhook_deliveries_filtered_total"), checkEvents()
+		if events >= runs*5+repos && n == float64(runs*2+repos*2+events) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v deliveries filtered, want %d; %d check events, want at least %d", n, runs*2+repos*2+events, events, runs*5+repos)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// Every stored delivery was processed: 20 tag pushes and 20 workflow_run completions, and
+	// nothing else.
 	if n, done := count(`SELECT count(*) FROM webhook_inbox`), count(`SELECT count(*) FROM control_plane_jobs WHERE status = 'completed'`); n != runs*2 || done != n {
 		t.Fatalf("%d deliveries stored, %d jobs completed; want %d and all", n, done, runs*2)
-	}
-	if n := scrapeSum(t, procs[0].MetricsAddr, "boardreadyops_webhook_deliveries_filtered_total"); n != float64(runs*2+repos*2) {
-		t.Fatalf("%v deliveries filtered, want %d", n, runs*2+repos*2)
 	}
 	if n := count(`SELECT count(*) FROM control_plane_outbox WHERE status <> 'completed'`); n != 0 {
 		t.Fatalf("%d effects not terminal-completed", n)

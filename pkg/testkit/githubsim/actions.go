@@ -1,6 +1,7 @@
 package githubsim
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -29,8 +30,13 @@ type WorkflowRun struct {
 	HTMLURL      string    `json:"html_url"`
 	CreatedAt    time.Time `json:"created_at"`
 	UpdatedAt    time.Time `json:"updated_at"`
+	// CheckSuiteID is the run attempt's check suite (GitHub Actions' App's).
+	CheckSuiteID int64 `json:"check_suite_id"`
 
-	Inputs      map[string]string `json:"-"`
+	Inputs map[string]string `json:"-"`
+	// The check run of the run's job, and the run attempt it belongs to (checkevents.go).
+	jobCheckRun int64
+	jobAttempt  int
 	repo        *repository
 	file        string
 	finishedSeq int64 // its last finish's place (retain.go)
@@ -148,7 +154,7 @@ func (s *Simulator) dispatchWorkflow(w http.ResponseWriter, r *http.Request, _ *
 		Event: "workflow_dispatch", Status: "queued", HeadBranch: branch,
 		HeadSHA: head, Path: ".github/workflows/" + file, WorkflowID: int64(len(file)) + 159000,
 		URL: s.apiURL(r, "/repos/%s/actions/runs/%d", repo.fullName, id), HTMLURL: fmt.Sprintf("https://github.com/%s/actions/runs/%d", repo.fullName, id),
-		CreatedAt: now, UpdatedAt: now, Inputs: req.Inputs, repo: repo, file: file}
+		CreatedAt: now, UpdatedAt: now, CheckSuiteID: s.id(), Inputs: req.Inputs, repo: repo, file: file}
 	s.mu.Lock()
 	s.runs[id] = run
 	s.dispatches[req.Inputs["execution_attempt_id"]]++
@@ -227,10 +233,30 @@ func (s *Simulator) scheduleRun(run *WorkflowRun) {
 	if s.opts.Conclusion != nil {
 		conclusion = s.opts.Conclusion(run.repo.fullName, run.HeadBranch, run.Inputs)
 	}
+	s.playRun(run.ID, conclusion)
+}
+
+// playRun schedules a run attempt's requested, in_progress and completed webhooks, RunDelay apart.
+func (s *Simulator) playRun(runID int64, conclusion string) {
 	start := s.now()
 	for i, step := range []string{"requested", "in_progress", "completed"} {
-		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), run.ID, step, conclusion)
+		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), func(ctx context.Context, c *http.Client) {
+			s.deliverRunEvent(ctx, c, runID, step, conclusion)
+		})
 	}
+}
+
+// deliverRunEvent advances the run and sends its workflow_run webhook (with Options.CheckEvents,
+// its job's check run events too: checkevents.go).
+func (s *Simulator) deliverRunEvent(ctx context.Context, c *http.Client, runID int64, action, conclusion string) {
+	payload, repo := s.runEvent(runID, action, conclusion)
+	if payload == nil {
+		return
+	}
+	if !s.deliver(ctx, c, "workflow_run", action, payload) {
+		s.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo, "run_id", runID, "action", action)
+	}
+	s.jobCheckEvents(runID, action)
 }
 
 // runEvent advances a run and returns the workflow_run webhook payload for it.

@@ -234,9 +234,11 @@ func (s *Simulator) createCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 	s.mu.Lock()
 	s.checkRuns[id] = c
 	s.checkRunsAt[c.repo+"@"+c.HeadSHA] = append(s.checkRunsAt[c.repo+"@"+c.HeadSHA], c)
+	ev := s.checkEventsLocked(c, repo, true, false)
 	s.finishedCheckRunLocked(c)
 	out := *c
 	s.mu.Unlock()
+	s.sendCheckEvents(ev)
 	writeJSON(w, http.StatusCreated, out)
 }
 
@@ -259,9 +261,12 @@ func (s *Simulator) updateCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 		writeError(w, http.StatusNotFound, "Not Found")
 		return
 	}
+	wasCompleted := c.Status == "completed"
 	s.apply(c, &req)
+	ev := s.checkEventsLocked(c, repo, false, wasCompleted)
 	s.finishedCheckRunLocked(c)
 	out := *c
 	s.mu.Unlock()
+	s.sendCheckEvents(ev)
 	writeJSON(w, http.StatusOK, out)
 }

@@ -138,11 +138,10 @@ func (s *Simulator) RerunWorkflowRun(runID int64, conclusion string) error {
 		return fmt.Errorf("workflow run %d is not a completed run", runID)
 	}
 	run.RunAttempt++
-	run.Status, run.Conclusion = "queued", nil
+	run.Status, run.Conclusion, run.CheckSuiteID = "queued", nil, s.id() // each attempt has a suite of its own
 	s.mu.Unlock()
-	start := s.now()
-	for i, step := range []string{"requested", "in_progress", "completed"} {
-		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), runID, step, conclusion)
+	if s.opts.WebhookURL != "" {
+		s.playRun(runID, conclusion)
 	}
 	return nil
 }

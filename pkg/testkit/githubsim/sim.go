@@ -52,6 +52,11 @@ type Options struct {
 	// AutoTags: any tag not known otherwise exists, at AutoTagCommit(repository, tag). Load runs
 	// use it with AutoRepositories; tests set their tags.
 	AutoTags bool
+	// CheckEvents: also send what GitHub sends an App with the checks permission about check runs
+	// (checkevents.go): check_run created and completed for its own check runs and for each
+	// dispatched run's job, and check_suite completed for their suites. Off, only workflow_run
+	// webhooks are sent (and the presses tests make).
+	CheckEvents bool
 	// WebhookSenders is the number of concurrent webhook senders (default 8).
 	WebhookSenders int
 	// RetainFinished, when positive, keeps at most this many finished check runs and as many

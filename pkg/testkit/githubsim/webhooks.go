@@ -210,11 +210,11 @@ type webhookQueue struct {
 	wg     sync.WaitGroup
 }
 
+// event is a webhook due at a time: send delivers it (building its payload then, outside the
+// caller's locks).
 type event struct {
-	at         time.Time
-	runID      int64
-	action     string
-	conclusion string
+	at   time.Time
+	send func(context.Context, *http.Client)
 }
 
 type eventHeap []event
@@ -252,9 +252,11 @@ func newWebhookQueue(s *Simulator, senders int) *webhookQueue {
 	return q
 }
 
-func (q *webhookQueue) schedule(at time.Time, runID int64, action, conclusion string) {
+// schedule queues send for at. It never blocks on the senders, so an API handler can call it: GitHub
+// answers a request without waiting for the webhooks it causes.
+func (q *webhookQueue) schedule(at time.Time, send func(context.Context, *http.Client)) {
 	q.mu.Lock()
-	heap.Push(&q.items, event{at: at, runID: runID, action: action, conclusion: conclusion})
+	heap.Push(&q.items, event{at: at, send: send})
 	q.mu.Unlock()
 	select {
 	case q.kick <- struct{}{}:
@@ -285,8 +287,7 @@ func (q *webhookQueue) schedule0() {
 		}
 		q.mu.Unlock()
 		for _, e := range due {
-			e := e
-			q.enqueue(func(ctx context.Context, c *http.Client) { q.deliverRunEvent(ctx, c, e) })
+			q.enqueue(e.send)
 		}
 		select {
 		case <-q.ctx.Done():
@@ -297,26 +298,22 @@ func (q *webhookQueue) schedule0() {
 	}
 }
 
-// deliverRunEvent sends one workflow_run webhook; like a delivery that failed and is redelivered,
-// a refused one (5xx, connection error) is retried a few times with backoff.
-func (q *webhookQueue) deliverRunEvent(ctx context.Context, c *http.Client, e event) {
-	payload, repo := q.sim.runEvent(e.runID, e.action, e.conclusion)
-	if payload == nil {
-		return
-	}
+// deliver sends one webhook; like a delivery that failed and is redelivered, a refused one (5xx,
+// connection error) is retried a few times with backoff. It reports whether it was accepted.
+func (s *Simulator) deliver(ctx context.Context, c *http.Client, event, action string, payload []byte) bool {
 	guid := newGUID()
 	for attempt := 0; attempt < 5; attempt++ {
-		code := q.sim.send(ctx, c, guid, "workflow_run", e.action, payload, attempt > 0)
+		code := s.send(ctx, c, guid, event, action, payload, attempt > 0)
 		if code >= 200 && code < 300 {
-			return
+			return true
 		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(time.Duration(200<<attempt) * time.Millisecond):
 		}
 	}
-	q.sim.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo, "run_id", e.runID, "action", e.action)
+	return false
 }
 
 func (q *webhookQueue) close() {
