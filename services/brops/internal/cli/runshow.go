@@ -55,7 +55,9 @@ func newRunShowCmd(g *globals) *cobra.Command {
 		Short: "Show a release run's timeline, GitHub links, trace id, effects and audit trail",
 		Long: `The timeline: the push delivery received (the newest push of the tag and commit in the hour
 before the run was created), the run created, the check run created, each attempt's dispatch
-started and sent, its workflow run, its completion and the check run's completion; then every
+started and sent, its workflow run, a read-back of its workflow run when its webhook did not come,
+the permission read of a Retry pressed on the check run, its completion and the check run's
+updates and completion; then every
 effect with its state, attempts and last error, and the audit trail (replays, reconciliation,
 cancellation). With --repo and --tag, the newest run of the tag.`,
 		Args: cobra.MaximumNArgs(1),
@@ -169,6 +171,13 @@ func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []even
 		WorkflowRunID int64  `json:"workflow_run_id"`
 		Resolution    string `json:"resolution"`
 		SupersededBy  int64  `json:"superseded_by"`
+		// A read's answer (workflow_run.read, collaborator_permission.read) and what its
+		// completion did with it.
+		WorkflowRunStatus string `json:"workflow_run_status"`
+		Conclusion        string `json:"conclusion"`
+		Permission        string `json:"permission"`
+		Collaborator      *bool  `json:"collaborator"`
+		Outcome           string `json:"outcome"`
 	}
 	_ = json.Unmarshal(e.Result, &result)
 	// An effect completed by a cancellation or superseded by a newer one was never delivered, nor
@@ -212,8 +221,63 @@ func effectEvents(e outbox.Effect, attempt int, checkURL, repoURL string) []even
 			}
 			out = append(out, event{At: *e.CompletedAt, What: what, Attempt: attempt, URL: checkURL})
 		}
+	case outbox.EffectWorkflowRunRead:
+		// The read-back of a run whose workflow_run webhook did not come (docs/lifecycle.md).
+		if done {
+			var p struct {
+				WorkflowRunID int64 `json:"workflow_run_id"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			d := event{At: *e.CompletedAt, What: "workflow run read back", Attempt: attempt,
+				Detail: fmt.Sprintf("run %d %s", p.WorkflowRunID, nonEmpty(result.WorkflowRunStatus, "?"))}
+			if result.Conclusion != "" {
+				d.Detail += ", conclusion " + result.Conclusion
+			}
+			d.Detail += ": " + readOutcome(result.Outcome)
+			if p.WorkflowRunID > 0 {
+				d.URL = fmt.Sprintf("%s/actions/runs/%d", repoURL, p.WorkflowRunID)
+			}
+			out = append(out, d)
+		}
+	case outbox.EffectCollaboratorPermissionRead:
+		// A Retry pressed on the check run: the presser's permission, then the replay or refusal.
+		if done {
+			var p struct {
+				Username string `json:"username"`
+			}
+			_ = json.Unmarshal(e.Payload, &p)
+			perm := nonEmpty(result.Permission, "none")
+			if result.Collaborator != nil && !*result.Collaborator {
+				perm = "not a collaborator"
+			}
+			out = append(out, event{At: *e.CompletedAt, What: "Retry's permission read", Attempt: attempt,
+				Detail: fmt.Sprintf("@%s: %s: %s", p.Username, perm, readOutcome(result.Outcome))})
+		}
 	}
 	return out
+}
+
+// readOutcome says what a read's completion did, from the outcome its function returned.
+func readOutcome(outcome string) string {
+	switch outcome {
+	case "finished":
+		return "the attempt finished with it"
+	case "other_commit":
+		return "it ran another commit: the release failed"
+	case "not_finished":
+		return "still running"
+	case "stale":
+		return "already finished by its webhook"
+	case "retried":
+		return "dead letters replayed"
+	case "nothing_to_retry":
+		return "nothing left to retry"
+	case "refused":
+		return "Retry refused"
+	case "":
+		return "done"
+	}
+	return outcome
 }
 
 func (v runView) table(w io.Writer) {

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/boardreadyops/cloud/pkg/outbox"
 )
 
 func TestReleaseRunsShow(t *testing.T) {
@@ -77,5 +79,63 @@ func TestReleaseRunsShowFindsAnAnnotatedTagsPush(t *testing.T) {
 	code, out, errOut := run(t, o.env, "release-runs", "show", runID)
 	if code != 0 || !strings.Contains(out, "push delivery annotated-push") {
 		t.Fatalf("exit %d, no push delivery on the timeline:\n%s%s", code, out, errOut)
+	}
+}
+
+// The timeline has a line for each of the five effect types: a read-back of the workflow run
+// (when its webhook did not come) and a Retry's permission read say what GitHub answered and what
+// the completion did with it.
+func TestReleaseRunsShowReads(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+
+	// A dispatched run whose workflow_run webhook never came: read back, finished from the read.
+	dispatchID, readRun, attempt := o.dispatch("")
+	if _, err := o.st.StartDelivery(o.ctx, o.pool, dispatchID, "w"); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.st.CompleteWorkflowDispatch(o.ctx, o.pool, dispatchID, "w", 777001); err != nil {
+		t.Fatal(err)
+	}
+	read, _, err := o.st.Enqueue(o.ctx, o.pool, outbox.NewEffect{EffectType: outbox.EffectWorkflowRunRead, ReleaseRunID: readRun,
+		ExecutionAttemptID: attempt, InstallationID: 55501,
+		Payload: map[string]any{"repository_full_name": "octo-org/hello-world", "workflow_run_id": 777001}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.claimFor(readRun, outbox.EffectWorkflowRunRead)
+	if outcome, err := o.st.CompleteWorkflowRunRead(o.ctx, o.pool, read, "w", outbox.WorkflowRunRead{Status: "completed",
+		Conclusion: "success", RunAttempt: 1, HeadSHA: strings.Repeat("a", 40)}); err != nil || outcome != "finished" {
+		t.Fatalf("read: %q %v", outcome, err)
+	}
+
+	// A run blocked by a dead letter, whose Retry a user without write access pressed.
+	_, retryRun, retryAttempt := o.dispatch("dead_letter")
+	perm, _, err := o.st.Enqueue(o.ctx, o.pool, outbox.NewEffect{EffectType: outbox.EffectCollaboratorPermissionRead, ReleaseRunID: retryRun,
+		ExecutionAttemptID: retryAttempt, InstallationID: 55501,
+		Payload: map[string]any{"repository_full_name": "octo-org/hello-world", "username": "octocat"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.claimFor(retryRun, outbox.EffectCollaboratorPermissionRead)
+	if outcome, err := o.st.CompleteCollaboratorPermissionRead(o.ctx, o.pool, perm, "w", outbox.CollaboratorPermission{Collaborator: true,
+		Permission: "read", RoleName: "read"}); err != nil || outcome != "refused" {
+		t.Fatalf("permission read: %q %v", outcome, err)
+	}
+
+	for _, tt := range []struct {
+		run  string
+		want []string
+	}{
+		{readRun, []string{`1 +workflow run read back +run 777001 completed, conclusion success: the attempt finished with it +https://github.com/octo-org/hello-world/actions/runs/777001`,
+			`1 +completion +succeeded, conclusion success`}},
+		{retryRun, []string{`1 +Retry's permission read +@octocat: read: Retry refused`}},
+	} {
+		code, out, errOut := run(t, o.env, "release-runs", "show", tt.run)
+		for _, want := range tt.want {
+			if code != 0 || !regexp.MustCompile(want).MatchString(out) {
+				t.Fatalf("exit %d, missing %q in\n%s%s", code, want, out, errOut)
+			}
+		}
 	}
 }
