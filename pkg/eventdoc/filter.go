@@ -21,6 +21,10 @@ const (
 	// requested_action (created, completed: GitHub's echo of the product's own writes),
 	// check_suite other than rerequested (requested on every push, completed: GitHub's own).
 	FilterActionUnused = "action_unused"
+	// FilterBotSender: a check_run rerequested or requested_action, or a check_suite
+	// rerequested, sent by a bot — another App calling the Rerequest endpoints. A release is re-run
+	// or retried by people only.
+	FilterBotSender = "bot_sender"
 )
 
 // FilterRule is one (event, reason) pair the filter can report, for initialising metric series.
@@ -33,7 +37,9 @@ var FilterRules = []FilterRule{
 	{EventWorkflowRun, FilterNotDispatched},
 	{EventWorkflowRun, FilterActionUnused},
 	{EventCheckRun, FilterActionUnused},
+	{EventCheckRun, FilterBotSender},
 	{EventCheckSuite, FilterActionUnused},
+	{EventCheckSuite, FilterBotSender},
 }
 
 // Filter reports whether a normalized delivery can never matter to the control plane, and why.
@@ -71,12 +77,18 @@ func Filter(doc *Document) (reason string, filtered bool) {
 		case "created", "completed":
 			return FilterActionUnused, true
 		}
+		if doc.CheckRun != nil && doc.CheckRun.SenderType == "Bot" {
+			return FilterBotSender, true
+		}
 	case EventCheckSuite:
 		// requested comes with every push to every repository the App can see, completed when a
 		// suite's check runs are done: only "Re-run all checks" (rerequested) asks for anything.
 		switch doc.Action {
 		case "requested", "completed":
 			return FilterActionUnused, true
+		}
+		if doc.CheckSuite != nil && doc.CheckSuite.SenderType == "Bot" {
+			return FilterBotSender, true
 		}
 	}
 	return "", false

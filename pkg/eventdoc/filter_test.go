@@ -88,7 +88,19 @@ func TestFilterRules(t *testing.T) {
 		return d
 	}
 	check := func(action string) eventdoc.Document {
-		return eventdoc.Document{Event: eventdoc.EventCheckRun, Action: action, CheckRun: &eventdoc.CheckRun{ID: 1}}
+		return eventdoc.Document{Event: eventdoc.EventCheckRun, Action: action, CheckRun: &eventdoc.CheckRun{ID: 1, SenderType: "User"}}
+	}
+	byBot := func(d eventdoc.Document) eventdoc.Document {
+		if d.CheckRun != nil {
+			d.CheckRun.SenderType = "Bot"
+		}
+		if d.CheckSuite != nil {
+			d.CheckSuite.SenderType = "Bot"
+		}
+		return d
+	}
+	suite := func(action string) eventdoc.Document {
+		return eventdoc.Document{Event: eventdoc.EventCheckSuite, Action: action, CheckSuite: &eventdoc.CheckSuite{ID: 1, SenderType: "User"}}
 	}
 	tests := []struct {
 		name string
@@ -127,6 +139,16 @@ func TestFilterRules(t *testing.T) {
 		{"check run created", check("created"), eventdoc.FilterActionUnused},
 		{"check run completed", check("completed"), eventdoc.FilterActionUnused},
 		{"unknown check run action", check("something_new"), ""},
+		{"check run rerequested by a bot", byBot(check("rerequested")), eventdoc.FilterBotSender},
+		{"check run requested action by a bot", byBot(check("requested_action")), eventdoc.FilterBotSender},
+		{"check run completed, a bot's", byBot(check("completed")), eventdoc.FilterActionUnused},
+		{"check run rerequested, no sender", eventdoc.Document{Event: eventdoc.EventCheckRun, Action: "rerequested", CheckRun: &eventdoc.CheckRun{ID: 1}}, ""},
+
+		{"check suite rerequested", suite("rerequested"), ""},
+		{"check suite requested", suite("requested"), eventdoc.FilterActionUnused},
+		{"check suite completed", suite("completed"), eventdoc.FilterActionUnused},
+		{"check suite rerequested by a bot", byBot(suite("rerequested")), eventdoc.FilterBotSender},
+		{"unknown check suite action", suite("something_new"), ""},
 
 		{"installation", eventdoc.Document{Event: eventdoc.EventInstallation, Action: "created"}, ""},
 		{"installation_repositories", eventdoc.Document{Event: eventdoc.EventInstallationRepositories, Action: "added"}, ""},

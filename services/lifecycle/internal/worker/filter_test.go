@@ -35,6 +35,15 @@ func TestFilteredDeliveriesChangeNothing(t *testing.T) {
 	}
 
 	withAction := func(d eventdoc.Document, action string) eventdoc.Document { d.Action = action; return d }
+	byBot := func(d eventdoc.Document) eventdoc.Document {
+		if d.CheckRun != nil {
+			d.CheckRun.SenderLogin, d.CheckRun.SenderType = "other-app[bot]", "Bot"
+		}
+		if d.CheckSuite != nil {
+			d.CheckSuite.SenderLogin, d.CheckSuite.SenderType = "other-app[bot]", "Bot"
+		}
+		return d
+	}
 	notDispatched := workflowRun("completed", 9002, "success")
 	notDispatched.WorkflowRun.Event = "push"
 	branch := pushTag("x", "2222222222222222222222222222222222222222")
@@ -52,6 +61,8 @@ func TestFilteredDeliveriesChangeNothing(t *testing.T) {
 		{"workflow_run completed of the running attempt's id, not dispatched", notDispatched},
 		{"check_run created of the finished run", withAction(rerequest(finished, 4001), "created")},
 		{"check_run completed of the finished run", withAction(rerequest(finished, 4001), "completed")},
+		{"check_run rerequested of the finished run by a bot", byBot(rerequest(finished, 4001))},
+		{"check_suite rerequested of the finished run's commit by a bot", byBot(suiteRerequest(sha))},
 		{"branch push", branch},
 		{"matching tag deleted", deleted},
 		{"matching tag moved", moved},
