@@ -4,10 +4,11 @@
 # prints each run and the medians. Everything on loopback.
 #
 # --mix organisation sends a busy organisation's delivery mix instead of release-tag pushes only
-# (hack/loadgen/mix.go); --filter off stores every delivery (BOARDREADYOPS_WEBHOOK_FILTER=false),
+# (hack/loadgen/mix.go; organisation-without-checks is that mix without GitHub's check events, as
+# it was before 2026-12-07); --filter off stores every delivery (BOARDREADYOPS_WEBHOOK_FILTER=false),
 # so the two show what the delivery filter saves. --pgbench-duration shortens the reference runs.
 #
-#   hack/bench/ingest.sh [--duration 60s] [--runs 3] [--concurrency 64] [--mix release-tags|organisation] [--filter on|off]
+#   hack/bench/ingest.sh [--duration 60s] [--runs 3] [--concurrency 64] [--mix release-tags|organisation|organisation-without-checks] [--filter on|off]
 duration=60s runs=3 concurrency=64 mix=release-tags filter=on pgbench_duration=30s
 while (($#)); do
 	case "$1" in
