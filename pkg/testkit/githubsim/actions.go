@@ -240,20 +240,20 @@ func (s *Simulator) scheduleRun(run *WorkflowRun) {
 func (s *Simulator) playRun(runID int64, conclusion string) {
 	start := s.now()
 	for i, step := range []string{"requested", "in_progress", "completed"} {
-		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), func(ctx context.Context, c *http.Client) {
-			s.deliverRunEvent(ctx, c, runID, step, conclusion)
+		s.webhooks.schedule(start.Add(time.Duration(i+1)*s.opts.RunDelay), func(ctx context.Context, p poster) {
+			s.deliverRunEvent(ctx, p, runID, step, conclusion)
 		})
 	}
 }
 
 // deliverRunEvent advances the run and sends its workflow_run webhook (with Options.CheckEvents,
 // its job's check run events too: checkevents.go).
-func (s *Simulator) deliverRunEvent(ctx context.Context, c *http.Client, runID int64, action, conclusion string) {
+func (s *Simulator) deliverRunEvent(ctx context.Context, p poster, runID int64, action, conclusion string) {
 	payload, repo := s.runEvent(runID, action, conclusion)
 	if payload == nil {
 		return
 	}
-	if !s.deliver(ctx, c, "workflow_run", action, payload) {
+	if !s.deliver(ctx, p, "workflow_run", action, payload) {
 		s.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo, "run_id", runID, "action", action)
 	}
 	s.jobCheckEvents(runID, action)
@@ -279,19 +279,13 @@ func (s *Simulator) runEvent(runID int64, action, conclusion string) (payload []
 	}
 	// Encoded from a copy, outside the lock that every request of the simulator takes.
 	snapshot := *run
-	repoID, fullName, installationID := run.repo.id, run.repo.fullName, run.repo.installationID
+	repo := repoRef{run.repo.id, run.repo.fullName, run.repo.installationID}
 	s.mu.Unlock()
-	owner, name, _ := strings.Cut(fullName, "/")
-	payload, _ = json.Marshal(map[string]any{
-		"action":       action,
-		"workflow_run": &snapshot,
-		"workflow":     map[string]any{"id": snapshot.WorkflowID, "name": snapshot.Name, "path": snapshot.Path, "state": "active"},
-		"repository": map[string]any{"id": repoID, "name": name, "full_name": fullName, "private": true,
-			"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"},
-		"installation": map[string]any{"id": installationID},
-		"sender":       map[string]any{"login": "boardreadyops[bot]", "type": "Bot"},
-	})
-	return payload, fullName
+	p := newHookPayload(action, repo, "boardreadyops[bot]")
+	p.WorkflowRun = &snapshot
+	p.Workflow = &hookWorkflow{ID: snapshot.WorkflowID, Name: snapshot.Name, Path: snapshot.Path, State: "active"}
+	payload, _ = json.Marshal(&p)
+	return payload, repo.fullName
 }
 
 // SetWorkflowRunHead sets a recorded run's head branch (the tag or branch it ran on) and head

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 )
 
@@ -115,35 +113,40 @@ func (s *Simulator) sendCheckEvents(ev *checkEvents) {
 	}
 	sender := ev.run.App.Slug + "[bot]"
 	if ev.created {
-		s.scheduleCheckEvent(ev.repo, "check_run", "created", sender, map[string]any{"check_run": checkRunPayload{ev.run, suite}})
+		s.scheduleCheckEvent(ev.repo, "check_run", "created", sender, checkRunEvent(ev.run, suite))
 	}
 	if ev.completed {
-		s.scheduleCheckEvent(ev.repo, "check_run", "completed", sender, map[string]any{"check_run": checkRunPayload{ev.run, suite}})
+		s.scheduleCheckEvent(ev.repo, "check_run", "completed", sender, checkRunEvent(ev.run, suite))
 	}
 	if ev.suiteCompleted != nil {
-		s.scheduleCheckEvent(ev.repo, "check_suite", "completed", sender, map[string]any{"check_suite": *ev.suiteCompleted})
+		s.scheduleCheckEvent(ev.repo, "check_suite", "completed", sender, checkSuiteEvent(*ev.suiteCompleted))
 	}
 }
 
-// scheduleCheckEvent sends a check_run or check_suite webhook about repo now, with fields added
-// to the repository, installation and sender every such webhook carries.
-func (s *Simulator) scheduleCheckEvent(repo repoRef, event, action, sender string, fields map[string]any) {
-	s.webhooks.schedule(s.now(), func(ctx context.Context, c *http.Client) {
-		owner, name, _ := strings.Cut(repo.fullName, "/")
-		fields["action"] = action
-		fields["repository"] = map[string]any{"id": repo.id, "name": name, "full_name": repo.fullName, "private": true,
-			"owner": map[string]any{"login": owner, "type": "Organization"}, "default_branch": "main"}
-		fields["installation"] = map[string]any{"id": repo.installationID}
-		fields["sender"] = map[string]any{"login": sender, "type": "Bot"}
-		payload, err := json.Marshal(fields)
+// scheduleCheckEvent sends a check_run or check_suite webhook about repo now; fill sets its
+// check_run or check_suite.
+func (s *Simulator) scheduleCheckEvent(repo repoRef, event, action, sender string, fill func(*hookPayload)) {
+	s.webhooks.schedule(s.now(), func(ctx context.Context, p poster) {
+		body := newHookPayload(action, repo, sender)
+		fill(&body)
+		payload, err := json.Marshal(&body)
 		if err != nil {
 			s.opts.Logger.Error("encoding a check event", "event", event, "error", err)
 			return
 		}
-		if !s.deliver(ctx, c, event, action, payload) {
+		if !s.deliver(ctx, p, event, action, payload) {
 			s.opts.Logger.Warn(event+" webhook not accepted after 5 attempts", "repository", repo.fullName, "action", action)
 		}
 	})
+}
+
+// checkRunEvent and checkSuiteEvent fill a payload's check_run or check_suite.
+func checkRunEvent(run CheckRun, suite checkSuiteRef) func(*hookPayload) {
+	return func(p *hookPayload) { p.CheckRun = &checkRunPayload{run, suite} }
+}
+
+func checkSuiteEvent(suite checkSuiteRef) func(*hookPayload) {
+	return func(p *hookPayload) { p.CheckSuite = &suite }
 }
 
 // jobCheckEvents sends the check run events of a workflow run's job, as GitHub Actions' App
@@ -180,9 +183,9 @@ func (s *Simulator) jobCheckEvents(runID int64, action string) {
 	s.mu.Unlock()
 	sender := actionsAppSlug + "[bot]"
 	if action == "in_progress" {
-		s.scheduleCheckEvent(repo, "check_run", "created", sender, map[string]any{"check_run": checkRunPayload{job, suite}})
+		s.scheduleCheckEvent(repo, "check_run", "created", sender, checkRunEvent(job, suite))
 		return
 	}
-	s.scheduleCheckEvent(repo, "check_run", "completed", sender, map[string]any{"check_run": checkRunPayload{job, suite}})
-	s.scheduleCheckEvent(repo, "check_suite", "completed", sender, map[string]any{"check_suite": suite})
+	s.scheduleCheckEvent(repo, "check_run", "completed", sender, checkRunEvent(job, suite))
+	s.scheduleCheckEvent(repo, "check_suite", "completed", sender, checkSuiteEvent(suite))
 }

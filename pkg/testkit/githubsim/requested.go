@@ -121,7 +121,7 @@ func (s *Simulator) sendCheckRunPress(ctx context.Context, checkRunID int64, eve
 		return fmt.Errorf("check run %d does not exist", checkRunID)
 	}
 	client := &http.Client{Timeout: 10 * time.Second}
-	if code := s.send(ctx, client, newGUID(), event, action, payload, false); code < 200 || code > 299 {
+	if code := s.send(ctx, clientPoster{client}, newGUID(), event, action, payload, false); code < 200 || code > 299 {
 		return fmt.Errorf("%s %s webhook answered %d", event, action, code)
 	}
 	return nil

@@ -167,7 +167,7 @@ func TestRetainFinishedDeliveries(t *testing.T) {
 				s.RecordDelivery(guid, "ping", "", http.StatusAccepted, []byte(`{}`), time.Now())
 				continue
 			}
-			if code := s.send(t.Context(), http.DefaultClient, guid, "ping", "", []byte(`{}`), false); code != http.StatusAccepted {
+			if code := s.send(t.Context(), clientPoster{http.DefaultClient}, guid, "ping", "", []byte(`{}`), false); code != http.StatusAccepted {
 				t.Fatalf("send %d: %d", i, code)
 			}
 		}

@@ -1,15 +1,14 @@
 package githubsim
 
 import (
-	"bytes"
 	"container/heap"
 	"context"
 	"crypto/rand"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,30 +88,64 @@ func newGUID() string {
 }
 
 // send posts one signed webhook to the configured URL and records the delivery.
-func (s *Simulator) send(ctx context.Context, client *http.Client, guid, event, action string, payload []byte, redelivery bool) int {
+func (s *Simulator) send(ctx context.Context, p poster, guid, event, action string, payload []byte, redelivery bool) int {
 	start := s.now()
-	code := 0
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.WebhookURL, bytes.NewReader(payload))
-	if err == nil {
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "GitHub-Hookshot/sim")
-		req.Header.Set("X-GitHub-Event", event)
-		req.Header.Set("X-GitHub-Delivery", guid)
-		req.Header.Set("X-GitHub-Hook-Installation-Target-Type", "integration")
-		req.Header.Set("X-Hub-Signature-256", hubsig.Sign(s.opts.WebhookSecret, payload))
-		if resp, err := client.Do(req); err == nil {
-			code = resp.StatusCode
-			// Read to the end (bounded) so the connection goes back to the pool: a body closed
-			// unread makes the transport drop it.
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-			resp.Body.Close()
-		}
-	}
+	code := p.post(ctx, s.opts.WebhookURL, &hookHeader{event: event, guid: guid, signature: hubsig.Sign(s.opts.WebhookSecret, payload)}, payload)
 	s.mu.Lock()
 	s.appendDeliveryLocked(&HookDelivery{ID: s.id(), GUID: guid, DeliveredAt: start.UTC(), Redelivery: redelivery,
 		Duration: s.now().Sub(start).Seconds(), Status: deliveryStatus(code), StatusCode: code, Event: event, Action: action, payload: payload})
 	s.mu.Unlock()
 	return code
+}
+
+// hookPayload is a webhook body the simulator sends on its own (workflow_run, check_run,
+// check_suite), as a struct: encoding maps of interfaces was most of its encoding time.
+type hookPayload struct {
+	Action       string           `json:"action"`
+	WorkflowRun  *WorkflowRun     `json:"workflow_run,omitempty"`
+	Workflow     *hookWorkflow    `json:"workflow,omitempty"`
+	CheckRun     *checkRunPayload `json:"check_run,omitempty"`
+	CheckSuite   *checkSuiteRef   `json:"check_suite,omitempty"`
+	Repository   hookRepository   `json:"repository"`
+	Installation struct {
+		ID int64 `json:"id"`
+	} `json:"installation"`
+	Sender hookSender `json:"sender"`
+}
+
+type hookWorkflow struct {
+	ID    int64  `json:"id"`
+	Name  string `json:"name"`
+	Path  string `json:"path"`
+	State string `json:"state"`
+}
+
+type hookRepository struct {
+	ID            int64     `json:"id"`
+	Name          string    `json:"name"`
+	FullName      string    `json:"full_name"`
+	Private       bool      `json:"private"`
+	Owner         hookOwner `json:"owner"`
+	DefaultBranch string    `json:"default_branch"`
+}
+
+type hookOwner struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+type hookSender struct {
+	Login string `json:"login"`
+	Type  string `json:"type"`
+}
+
+// newHookPayload is a payload about a repository of an installation, sent by the bot login.
+func newHookPayload(action string, repo repoRef, bot string) hookPayload {
+	owner, name, _ := strings.Cut(repo.fullName, "/")
+	p := hookPayload{Action: action, Repository: hookRepository{ID: repo.id, Name: name, FullName: repo.fullName, Private: true,
+		Owner: hookOwner{owner, "Organization"}, DefaultBranch: "main"}, Sender: hookSender{bot, "Bot"}}
+	p.Installation.ID = repo.installationID
+	return p
 }
 
 // deliveriesKept is how many deliveries the log keeps, payloads and all, the newest: journalCap,
@@ -192,10 +225,13 @@ func (s *Simulator) redeliver(w http.ResponseWriter, r *http.Request, _ *reqInfo
 	}
 	if s.opts.WebhookURL != "" {
 		guid, event, action, payload := d.GUID, d.Event, d.Action, d.payload
-		s.webhooks.enqueue(func(ctx context.Context, c *http.Client) { s.send(ctx, c, guid, event, action, payload, true) })
+		s.webhooks.enqueue(func(ctx context.Context, p poster) { s.send(ctx, p, guid, event, action, payload, true) })
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{})
 }
+
+// webhookTimeout bounds one webhook request, as GitHub's 10 s and a margin.
+const webhookTimeout = 15 * time.Second
 
 // webhookQueue holds scheduled webhooks in a time-ordered heap and sends them from a fixed pool,
 // so a large load schedules thousands of runs without a goroutine each.
@@ -204,7 +240,7 @@ type webhookQueue struct {
 	mu     sync.Mutex
 	items  eventHeap
 	kick   chan struct{}
-	work   chan func(context.Context, *http.Client)
+	work   chan func(context.Context, poster)
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -214,7 +250,7 @@ type webhookQueue struct {
 // caller's locks).
 type event struct {
 	at   time.Time
-	send func(context.Context, *http.Client)
+	send func(context.Context, poster)
 }
 
 type eventHeap []event
@@ -232,19 +268,28 @@ func (h *eventHeap) Pop() any {
 
 func newWebhookQueue(s *Simulator, senders int) *webhookQueue {
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &webhookQueue{sim: s, kick: make(chan struct{}, 1), work: make(chan func(context.Context, *http.Client), 1024), ctx: ctx, cancel: cancel}
-	client := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	q := &webhookQueue{sim: s, kick: make(chan struct{}, 1), work: make(chan func(context.Context, poster), 1024), ctx: ctx, cancel: cancel}
+	client := &http.Client{Timeout: webhookTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: senders}}
+	plain := strings.HasPrefix(s.opts.WebhookURL, "http://")
 	q.wg.Add(1 + senders)
 	go q.schedule0()
 	for i := 0; i < senders; i++ {
+		// Each sender its own connection to a plain http URL (hookconn.go).
+		var p poster = clientPoster{client}
+		if plain {
+			p = newConnPoster(webhookTimeout)
+		}
 		go func() {
 			defer q.wg.Done()
+			if c, ok := p.(*connPoster); ok {
+				defer c.close()
+			}
 			for {
 				select {
 				case <-ctx.Done():
 					return
 				case f := <-q.work:
-					f(ctx, client)
+					f(ctx, p)
 				}
 			}
 		}()
@@ -254,7 +299,7 @@ func newWebhookQueue(s *Simulator, senders int) *webhookQueue {
 
 // schedule queues send for at. It never blocks on the senders, so an API handler can call it: GitHub
 // answers a request without waiting for the webhooks it causes.
-func (q *webhookQueue) schedule(at time.Time, send func(context.Context, *http.Client)) {
+func (q *webhookQueue) schedule(at time.Time, send func(context.Context, poster)) {
 	q.mu.Lock()
 	heap.Push(&q.items, event{at: at, send: send})
 	q.mu.Unlock()
@@ -264,7 +309,7 @@ func (q *webhookQueue) schedule(at time.Time, send func(context.Context, *http.C
 	}
 }
 
-func (q *webhookQueue) enqueue(f func(context.Context, *http.Client)) {
+func (q *webhookQueue) enqueue(f func(context.Context, poster)) {
 	select {
 	case q.work <- f:
 	case <-q.ctx.Done():
@@ -300,10 +345,10 @@ func (q *webhookQueue) schedule0() {
 
 // deliver sends one webhook; like a delivery that failed and is redelivered, a refused one (5xx,
 // connection error) is retried a few times with backoff. It reports whether it was accepted.
-func (s *Simulator) deliver(ctx context.Context, c *http.Client, event, action string, payload []byte) bool {
+func (s *Simulator) deliver(ctx context.Context, p poster, event, action string, payload []byte) bool {
 	guid := newGUID()
 	for attempt := 0; attempt < 5; attempt++ {
-		code := s.send(ctx, c, guid, event, action, payload, attempt > 0)
+		code := s.send(ctx, p, guid, event, action, payload, attempt > 0)
 		if code >= 200 && code < 300 {
 			return true
 		}
