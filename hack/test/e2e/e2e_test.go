@@ -159,12 +159,13 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	// and of the product's suite of a commit when its last check run completes (the 5 tags of a
 	// repository share a commit: 1 to 5 of those per repository). They follow the check run's
 	// completion, so they are waited for.
+	// A check event counts once it was answered 202 (one refused under load is sent again, as
+	// GitHub would, under its delivery id); ingest answers anything else only to a failure.
 	checkEvents := func() (n int) {
+		accepted := map[string]bool{}
 		for _, d := range sim.Deliveries() {
-			if d.Event == "check_run" || d.Event == "check_suite" {
-				if d.StatusCode != http.StatusAccepted {
-					t.Fatalf("%s %s answered %d", d.Event, d.Action, d.StatusCode)
-				}
+			if (d.Event == "check_run" || d.Event == "check_suite") && d.StatusCode == http.StatusAccepted && !accepted[d.GUID] {
+				accepted[d.GUID] = true
 				n++
 			}
 		}
@@ -172,7 +173,9 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	}
 	for {
 		n, events := scrapeSum(t, procs[0].MetricsAddr, "boardreadyops_webhook_deliveries_filtered_total"), checkEvents()
-		if events >= runs*5+repos && n == float64(runs*2+repos*2+events) {
+		// At least: a delivery ingest answered whose answer the simulator did not see is sent
+		// again and counted twice.
+		if events >= runs*5+repos && n >= float64(runs*2+repos*2+events) {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -37,6 +37,7 @@ type WorkflowRun struct {
 	// The check run of the run's job, and the run attempt it belongs to (checkevents.go).
 	jobCheckRun int64
 	jobAttempt  int
+	jobStarted  time.Time
 	repo        *repository
 	file        string
 	finishedSeq int64 // its last finish's place (retain.go)
@@ -249,23 +250,26 @@ func (s *Simulator) playRun(runID int64, conclusion string) {
 // deliverRunEvent advances the run and sends its workflow_run webhook (with Options.CheckEvents,
 // its job's check run events too: checkevents.go).
 func (s *Simulator) deliverRunEvent(ctx context.Context, p poster, runID int64, action, conclusion string) {
-	payload, repo := s.runEvent(runID, action, conclusion)
+	payload, repo, jobEvents := s.runEvent(runID, action, conclusion)
 	if payload == nil {
 		return
 	}
 	if !s.deliver(ctx, p, "workflow_run", action, payload) {
 		s.opts.Logger.Warn("workflow_run webhook not accepted after 5 attempts", "repository", repo, "run_id", runID, "action", action)
 	}
-	s.jobCheckEvents(runID, action)
+	if jobEvents != nil {
+		jobEvents()
+	}
 }
 
-// runEvent advances a run and returns the workflow_run webhook payload for it.
-func (s *Simulator) runEvent(runID int64, action, conclusion string) (payload []byte, repository string) {
+// runEvent advances a run and returns the workflow_run webhook payload for it, and what sends
+// its job's check events (nil: none).
+func (s *Simulator) runEvent(runID int64, action, conclusion string) (payload []byte, repository string, jobEvents func()) {
 	s.mu.Lock()
 	run := s.runs[runID]
 	if run == nil {
 		s.mu.Unlock()
-		return nil, ""
+		return nil, "", nil
 	}
 	run.UpdatedAt = s.now().UTC().Truncate(time.Second)
 	switch action {
@@ -280,12 +284,13 @@ func (s *Simulator) runEvent(runID int64, action, conclusion string) (payload []
 	// Encoded from a copy, outside the lock that every request of the simulator takes.
 	snapshot := *run
 	repo := repoRef{run.repo.id, run.repo.fullName, run.repo.installationID}
+	jobEvents = s.jobCheckEventsLocked(run, action)
 	s.mu.Unlock()
 	p := newHookPayload(action, repo, "boardreadyops[bot]")
 	p.WorkflowRun = &snapshot
 	p.Workflow = &hookWorkflow{ID: snapshot.WorkflowID, Name: snapshot.Name, Path: snapshot.Path, State: "active"}
 	payload, _ = json.Marshal(&p)
-	return payload, repo.fullName
+	return payload, repo.fullName, jobEvents
 }
 
 // SetWorkflowRunHead sets a recorded run's head branch (the tag or branch it ran on) and head

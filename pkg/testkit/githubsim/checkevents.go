@@ -149,25 +149,21 @@ func checkSuiteEvent(suite checkSuiteRef) func(*hookPayload) {
 	return func(p *hookPayload) { p.CheckSuite = &suite }
 }
 
-// jobCheckEvents sends the check run events of a workflow run's job, as GitHub Actions' App
-// makes them: created when the run attempt starts (in_progress), completed with the run, and the
-// run attempt's suite completed with it. A run that is gone (retained away) sends none.
-func (s *Simulator) jobCheckEvents(runID int64, action string) {
+// jobCheckEventsLocked works out the check run events of a workflow run's job for the run's
+// change to action (s.mu held, the run already changed), as GitHub Actions' App makes them:
+// created when the run attempt starts (in_progress), completed with the run, and the run
+// attempt's suite completed with it. It returns what sends them (nil: none), to be called once the
+// workflow_run webhook is sent: worked out now, a re-run started meanwhile cannot change them.
+func (s *Simulator) jobCheckEventsLocked(run *WorkflowRun, action string) func() {
 	if !s.opts.CheckEvents || (action != "in_progress" && action != "completed") {
-		return
+		return nil
 	}
-	s.mu.Lock()
-	run := s.runs[runID]
-	if run == nil {
-		s.mu.Unlock()
-		return
-	}
+	now := s.now().UTC().Truncate(time.Second)
 	if run.jobCheckRun == 0 || run.jobAttempt != run.RunAttempt {
-		run.jobCheckRun, run.jobAttempt = s.id(), run.RunAttempt
+		run.jobCheckRun, run.jobAttempt, run.jobStarted = s.id(), run.RunAttempt, now
 	}
 	// Copies: the run changes after the lock is let go.
-	now := s.now().UTC().Truncate(time.Second)
-	started, branch := run.UpdatedAt, run.HeadBranch
+	started, branch := run.jobStarted, run.HeadBranch
 	job := CheckRun{ID: run.jobCheckRun, NodeID: fmt.Sprintf("CR_sim%d", run.jobCheckRun), HeadSHA: run.HeadSHA,
 		ExternalID: fmt.Sprintf("job-%d-%d", run.ID, run.RunAttempt), Name: "release", Status: "in_progress",
 		StartedAt: &started, repo: run.repo.fullName,
@@ -180,12 +176,13 @@ func (s *Simulator) jobCheckEvents(runID int64, action string) {
 	repo := repoRef{run.repo.id, run.repo.fullName, run.repo.installationID}
 	suite := checkSuiteRef{ID: run.CheckSuiteID, HeadBranch: &branch, HeadSHA: run.HeadSHA, Status: job.Status,
 		Conclusion: job.Conclusion, App: appRef{actionsAppID, actionsAppSlug}}
-	s.mu.Unlock()
 	sender := actionsAppSlug + "[bot]"
-	if action == "in_progress" {
-		s.scheduleCheckEvent(repo, "check_run", "created", sender, checkRunEvent(job, suite))
-		return
+	return func() {
+		if action == "in_progress" {
+			s.scheduleCheckEvent(repo, "check_run", "created", sender, checkRunEvent(job, suite))
+			return
+		}
+		s.scheduleCheckEvent(repo, "check_run", "completed", sender, checkRunEvent(job, suite))
+		s.scheduleCheckEvent(repo, "check_suite", "completed", sender, checkSuiteEvent(suite))
 	}
-	s.scheduleCheckEvent(repo, "check_run", "completed", sender, checkRunEvent(job, suite))
-	s.scheduleCheckEvent(repo, "check_suite", "completed", sender, checkSuiteEvent(suite))
 }
