@@ -263,13 +263,13 @@ func readOutcome(outcome string) string {
 	case "finished":
 		return "the attempt finished with it"
 	case "other_commit":
-		return "it ran another commit: the release failed"
+		return "it ran another commit: the attempt failed"
 	case "not_finished":
 		return "still running"
 	case "stale":
-		return "already finished by its webhook"
+		return "the attempt had moved on (its webhook came, or it ended otherwise)"
 	case "retried":
-		return "dead letters replayed"
+		return "Retry accepted: dead letters replayed"
 	case "nothing_to_retry":
 		return "nothing left to retry"
 	case "refused":
