@@ -110,21 +110,27 @@ func (p *connPoster) roundTrip(ctx context.Context, u *url.URL, h *hookHeader, p
 	conn := p.conn
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
+	head := make([]byte, 0, 512)
+	head = append(head, "POST "...)
+	head = append(head, u.RequestURI()...)
+	head = append(head, " HTTP/1.1\r\nHost: "...)
+	head = append(head, u.Host...)
+	head = append(head, "\r\nUser-Agent: "+hookUserAgent+"\r\nContent-Type: application/json\r\nContent-Length: "...)
+	head = strconv.AppendInt(head, int64(len(payload)), 10)
+	head = append(head, "\r\nX-GitHub-Event: "...)
+	head = append(head, h.event...)
+	head = append(head, "\r\nX-GitHub-Delivery: "...)
+	head = append(head, h.guid...)
+	head = append(head, "\r\nX-GitHub-Hook-Installation-Target-Type: integration\r\nX-Hub-Signature-256: "...)
+	head = append(head, h.signature...)
+	head = append(head, "\r\n\r\n"...)
 	w := p.bw
-	w.WriteString("POST ")
-	w.WriteString(u.RequestURI())
-	w.WriteString(" HTTP/1.1\r\nHost: ")
-	w.WriteString(u.Host)
-	w.WriteString("\r\nUser-Agent: " + hookUserAgent + "\r\nContent-Type: application/json\r\nContent-Length: ")
-	w.WriteString(strconv.Itoa(len(payload)))
-	w.WriteString("\r\nX-GitHub-Event: ")
-	w.WriteString(h.event)
-	w.WriteString("\r\nX-GitHub-Delivery: ")
-	w.WriteString(h.guid)
-	w.WriteString("\r\nX-GitHub-Hook-Installation-Target-Type: integration\r\nX-Hub-Signature-256: ")
-	w.WriteString(h.signature)
-	w.WriteString("\r\n\r\n")
-	w.Write(payload)
+	if _, err := w.Write(head); err != nil {
+		return 0, err
+	}
+	if _, err := w.Write(payload); err != nil {
+		return 0, err
+	}
 	if err := w.Flush(); err != nil {
 		return 0, err
 	}
