@@ -164,6 +164,9 @@ func releasesEndToEnd(t *testing.T, dbURL string, logins map[string]string) {
 	checkEvents := func() (n int) {
 		accepted := map[string]bool{}
 		for _, d := range sim.Deliveries() {
+			if (d.Event == "check_run" || d.Event == "check_suite") && d.StatusCode >= 400 && d.StatusCode < 500 && d.StatusCode != http.StatusRequestTimeout {
+				t.Fatalf("%s %s refused: %d", d.Event, d.Action, d.StatusCode)
+			}
 			if (d.Event == "check_run" || d.Event == "check_suite") && d.StatusCode == http.StatusAccepted && !accepted[d.GUID] {
 				accepted[d.GUID] = true
 				n++

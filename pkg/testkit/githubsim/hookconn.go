@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -77,35 +79,41 @@ func (p *connPoster) post(ctx context.Context, target string, h *hookHeader, pay
 		p.target, p.url = target, u
 	}
 	u := p.url
-	// One retry, on a kept-alive connection that failed before an answer (the server closed it
-	// while idle), as net/http retries: the delivery id is the same, so a request that reached
-	// the server after all is a duplicate there.
+	// One retry, on a kept-alive connection that failed before the server can have answered: the
+	// request was not written whole, or the connection was closed (while idle, from the server's
+	// side) before any byte of an answer came — the two cases in which net/http's Transport resends
+	// a POST on a reused connection. A webhook carries its delivery id, so a resend the server did
+	// get after all is a duplicate there. A
+	// timeout or a partial answer is not retried: the server may have processed it, and the
+	// caller decides (deliver sends it again, recorded).
 	for attempt := 0; attempt < 2; attempt++ {
 		reused := p.conn != nil && p.used
-		code, err := p.roundTrip(ctx, u, h, payload)
+		code, retryable, err := p.roundTrip(ctx, u, h, payload)
 		if err == nil {
 			return code
 		}
 		p.close()
-		if !reused || ctx.Err() != nil {
+		if !reused || !retryable || ctx.Err() != nil {
 			return 0
 		}
 	}
 	return 0
 }
 
-func (p *connPoster) roundTrip(ctx context.Context, u *url.URL, h *hookHeader, payload []byte) (int, error) {
+// roundTrip sends one request and reads its answer; retryable reports, with an error, that the
+// server cannot have answered it (see post).
+func (p *connPoster) roundTrip(ctx context.Context, u *url.URL, h *hookHeader, payload []byte) (code int, retryable bool, err error) {
 	if p.conn == nil {
 		d := net.Dialer{Timeout: p.timeout}
 		c, err := d.DialContext(ctx, "tcp", hostPort(u))
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		p.conn, p.br, p.bw, p.used = c, bufio.NewReaderSize(c, 4096), bufio.NewWriterSize(c, 8192), false
 	}
 	p.used = true
 	if err := p.conn.SetDeadline(time.Now().Add(p.timeout)); err != nil {
-		return 0, err
+		return 0, false, err
 	}
 	conn := p.conn
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
@@ -124,27 +132,43 @@ func (p *connPoster) roundTrip(ctx context.Context, u *url.URL, h *hookHeader, p
 	head = append(head, "\r\nX-GitHub-Hook-Installation-Target-Type: integration\r\nX-Hub-Signature-256: "...)
 	head = append(head, h.signature...)
 	head = append(head, "\r\n\r\n"...)
+	// A request not written whole cannot have been processed: a complete one needs all of its
+	// Content-Length.
 	w := p.bw
 	if _, err := w.Write(head); err != nil {
-		return 0, err
+		return 0, true, err
 	}
 	if _, err := w.Write(payload); err != nil {
-		return 0, err
+		return 0, true, err
 	}
 	if err := w.Flush(); err != nil {
-		return 0, err
+		return 0, true, err
 	}
-	resp, err := http.ReadResponse(p.br, nil)
-	if err != nil {
-		return 0, err
+	// The first byte of the answer alone first: a connection closed before it (EOF, a reset, not
+	// a timeout) can be retried; http.ReadResponse reports that as a broken answer.
+	if _, err := p.br.Peek(1); err != nil {
+		var ne net.Error
+		closed := (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !(errors.As(err, &ne) && ne.Timeout())
+		return 0, closed, err
 	}
-	// Read to the end (bounded): the next answer follows it on the connection.
-	n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
-	resp.Body.Close()
-	if err != nil || n == 1<<16 || resp.Close {
-		p.close() // not reusable; the answer stands
+	for {
+		resp, err := http.ReadResponse(p.br, nil)
+		if err != nil {
+			return 0, false, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 {
+			resp.Body.Close()
+			continue // an interim answer (100, 103): the final one follows
+		}
+		// Read to the end (bounded): the next answer follows it on the connection. A longer one
+		// closes the connection first, so that closing the body does not read the rest.
+		n, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<16))
+		if err != nil || n == 1<<16 || resp.Close {
+			p.close() // not reusable; the answer stands
+		}
+		resp.Body.Close()
+		return resp.StatusCode, false, nil
 	}
-	return resp.StatusCode, nil
 }
 
 func (p *connPoster) close() {

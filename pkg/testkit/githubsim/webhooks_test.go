@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -43,9 +44,19 @@ func TestWebhookSendsReuseConnections(t *testing.T) {
 					return
 				}
 				w.Header().Set("Content-Type", "application/json")
-				if r.Header.Get("X-GitHub-Delivery") == "guid-7" {
+				switch r.Header.Get("X-GitHub-Delivery") {
+				case "guid-7":
 					w.WriteHeader(http.StatusServiceUnavailable) // an answer, not a failure to send
 					return
+				case "guid-9": // chunked, in two pieces
+					w.WriteHeader(http.StatusAccepted)
+					_, _ = w.Write([]byte(`{"status":`))
+					w.(http.Flusher).Flush()
+					_, _ = w.Write([]byte(`"accepted"}`))
+					return
+				case "guid-11": // with an interim answer first
+					w.Header().Set("Link", "</style.css>; rel=preload")
+					w.WriteHeader(http.StatusEarlyHints)
 				}
 				w.WriteHeader(http.StatusAccepted)
 				_, _ = w.Write([]byte(`{"status":"accepted"}`)) // as ingest answers
@@ -84,5 +95,63 @@ func TestWebhookSendsReuseConnections(t *testing.T) {
 				t.Fatalf("send after the server closed the connection: status %d", code)
 			}
 		})
+	}
+}
+
+// The own-connection sender does not send a request again when the server may have processed it:
+// after a timeout on a kept-alive connection it reports no answer (deliver decides, and records
+// the next attempt), where a resend would go out at once, unrecorded, while the first may still
+// be handled. A connection the server closes after answering is dialled again.
+func TestConnPosterResendsOnlyWhatCannotHaveArrived(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		guid := r.Header.Get("X-GitHub-Delivery")
+		mu.Lock()
+		seen[guid]++
+		mu.Unlock()
+		switch guid {
+		case "slow":
+			time.Sleep(600 * time.Millisecond)
+		case "close":
+			w.Header().Set("Connection", "close")
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	p := newConnPoster(300 * time.Millisecond)
+	defer p.close()
+	post := func(guid string) int {
+		return p.post(context.Background(), srv.URL, &hookHeader{event: "ping", guid: guid, signature: "sha256=00"}, []byte(`{}`))
+	}
+	for _, step := range []struct {
+		guid      string
+		code      int
+		sent      int
+		connsOpen int64
+	}{
+		{"first", http.StatusAccepted, 1, 1},
+		{"slow", 0, 1, 1},                    // timed out on a reused connection: not sent again
+		{"after", http.StatusAccepted, 1, 2}, // a new connection
+		{"close", http.StatusAccepted, 1, 2}, // answered, then the server closes
+		{"again", http.StatusAccepted, 1, 3}, // dialled again
+	} {
+		if code := post(step.guid); code != step.code {
+			t.Fatalf("%s: status %d, want %d", step.guid, code, step.code)
+		}
+		mu.Lock()
+		n := seen[step.guid]
+		mu.Unlock()
+		if n != step.sent || conns.Load() != step.connsOpen {
+			t.Fatalf("%s: sent %d times over %d connections, want %d and %d", step.guid, n, conns.Load(), step.sent, step.connsOpen)
+		}
 	}
 }
