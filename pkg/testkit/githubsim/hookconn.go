@@ -148,8 +148,9 @@ func (p *connPoster) roundTrip(ctx context.Context, u *url.URL, h *hookHeader, p
 	// a timeout) can be retried; http.ReadResponse reports that as a broken answer.
 	if _, err := p.br.Peek(1); err != nil {
 		var ne net.Error
-		closed := (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)) && !(errors.As(err, &ne) && ne.Timeout())
-		return 0, closed, err
+		timeout := errors.As(err, &ne) && ne.Timeout()
+		closed := errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET)
+		return 0, closed && !timeout, err
 	}
 	for {
 		resp, err := http.ReadResponse(p.br, nil)
