@@ -74,14 +74,15 @@ func (h *hookRecorder) wait(t *testing.T, n int) []hookReceived {
 func (d hookReceived) String() string { return d.event + " " + d.action }
 
 // simAPI serves s with an installation token for installation 7 and octo/repo, and returns a
-// function making authenticated requests.
-func simAPI(t *testing.T, s *Simulator) func(method, path, body string) map[string]any {
+// function making authenticated requests: it decodes the answer into out (when not nil) and
+// returns the status.
+func simAPI(t *testing.T, s *Simulator) func(method, path, body string, out any) int {
 	s.AddInstallation(7, "octo")
 	s.AddRepository(7, 70, "octo/repo", map[string]Workflow{"release.yml": ReleaseWorkflow()})
 	s.tokens["ghs_simtest"] = token{installationID: 7, expires: time.Now().Add(time.Hour)}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
-	return func(method, path, body string) map[string]any {
+	return func(method, path, body string, out any) int {
 		t.Helper()
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "token ghs_simtest")
@@ -90,11 +91,24 @@ func simAPI(t *testing.T, s *Simulator) func(method, path, body string) map[stri
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if resp.StatusCode >= 300 {
-			t.Fatalf("%s %s: %d", method, path, resp.StatusCode)
+		if out != nil {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
 		}
+		return resp.StatusCode
+	}
+}
+
+// simAPIOK is simAPI for requests that must succeed, answering a JSON object.
+func simAPIOK(t *testing.T, s *Simulator) func(method, path, body string) map[string]any {
+	do := simAPI(t, s)
+	return func(method, path, body string) map[string]any {
+		t.Helper()
 		out := map[string]any{}
-		_ = json.NewDecoder(resp.Body).Decode(&out)
+		if code := do(method, path, body, &out); code >= 300 {
+			t.Fatalf("%s %s: %d", method, path, code)
+		}
 		return out
 	}
 }
@@ -147,7 +161,7 @@ func TestCheckRunEvents(t *testing.T) {
 			hook := newHookRecorder(t)
 			s := New(Options{AppID: 1, CheckEvents: !tt.off, WebhookURL: hook.srv.URL, WebhookSecret: []byte("test-secret")})
 			t.Cleanup(s.Close)
-			api := simAPI(t, s)
+			api := simAPIOK(t, s)
 			var ids []int64
 			var want []string
 			for i, st := range tt.steps {
@@ -210,7 +224,7 @@ func TestWorkflowJobCheckEvents(t *testing.T) {
 	s := New(Options{AppID: 1, CheckEvents: true, WebhookURL: hook.srv.URL, WebhookSecret: []byte("test-secret"),
 		RunDelay: 10 * time.Millisecond, TagCommit: func(string, string) string { return testSHA }})
 	t.Cleanup(s.Close)
-	api := simAPI(t, s)
+	api := simAPIOK(t, s)
 	out := api("POST", "/repos/octo/repo/actions/workflows/release.yml/dispatches",
 		`{"ref":"refs/tags/v1","inputs":{"release_run_id":"r","execution_attempt_id":"a"},"return_run_details":true}`)
 	runID := int64(out["workflow_run_id"].(float64))

@@ -1,12 +1,10 @@
 package githubsim
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 )
@@ -36,27 +34,7 @@ func TestRetainFinished(t *testing.T) {
 			t.Parallel()
 			s := New(Options{AppID: 1, RetainFinished: tt.retain})
 			t.Cleanup(s.Close)
-			s.AddInstallation(7, "octo")
-			s.AddRepository(7, 70, "octo/repo", map[string]Workflow{"release.yml": ReleaseWorkflow()})
-			s.tokens["ghs_simtest"] = token{installationID: 7, expires: time.Now().Add(time.Hour)}
-			srv := httptest.NewServer(s)
-			t.Cleanup(srv.Close)
-			do := func(method, path, body string, out any) int {
-				t.Helper()
-				req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-				req.Header.Set("Authorization", "token ghs_simtest")
-				resp, err := http.DefaultClient.Do(req)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer resp.Body.Close()
-				if out != nil {
-					if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-						t.Fatal(err)
-					}
-				}
-				return resp.StatusCode
-			}
+			do := simAPI(t, s)
 			var ids []int64
 			create := func(i int, done bool) {
 				body := fmt.Sprintf(`{"name":"c","head_sha":"abc","external_id":"%d"}`, i)

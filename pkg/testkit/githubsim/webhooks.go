@@ -110,7 +110,7 @@ type hookPayload struct {
 	Installation struct {
 		ID int64 `json:"id"`
 	} `json:"installation"`
-	Sender hookSender `json:"sender"`
+	Sender hookAccount `json:"sender"`
 }
 
 type hookWorkflow struct {
@@ -121,20 +121,16 @@ type hookWorkflow struct {
 }
 
 type hookRepository struct {
-	ID            int64     `json:"id"`
-	Name          string    `json:"name"`
-	FullName      string    `json:"full_name"`
-	Private       bool      `json:"private"`
-	Owner         hookOwner `json:"owner"`
-	DefaultBranch string    `json:"default_branch"`
+	ID            int64       `json:"id"`
+	Name          string      `json:"name"`
+	FullName      string      `json:"full_name"`
+	Private       bool        `json:"private"`
+	Owner         hookAccount `json:"owner"`
+	DefaultBranch string      `json:"default_branch"`
 }
 
-type hookOwner struct {
-	Login string `json:"login"`
-	Type  string `json:"type"`
-}
-
-type hookSender struct {
+// hookAccount is a repository's owner or a webhook's sender.
+type hookAccount struct {
 	Login string `json:"login"`
 	Type  string `json:"type"`
 }
@@ -143,7 +139,7 @@ type hookSender struct {
 func newHookPayload(action string, repo repoRef, bot string) hookPayload {
 	owner, name, _ := strings.Cut(repo.fullName, "/")
 	p := hookPayload{Action: action, Repository: hookRepository{ID: repo.id, Name: name, FullName: repo.fullName, Private: true,
-		Owner: hookOwner{owner, "Organization"}, DefaultBranch: "main"}, Sender: hookSender{bot, "Bot"}}
+		Owner: hookAccount{owner, "Organization"}, DefaultBranch: "main"}, Sender: hookAccount{bot, "Bot"}}
 	p.Installation.ID = repo.installationID
 	return p
 }
@@ -225,7 +221,7 @@ func (s *Simulator) redeliver(w http.ResponseWriter, r *http.Request, _ *reqInfo
 	}
 	if s.opts.WebhookURL != "" {
 		guid, event, action, payload := d.GUID, d.Event, d.Action, d.payload
-		s.webhooks.enqueue(func(ctx context.Context, p poster) { s.send(ctx, p, guid, event, action, payload, true) })
+		s.webhooks.schedule(s.now(), func(ctx context.Context, p poster) { s.send(ctx, p, guid, event, action, payload, true) })
 	}
 	writeJSON(w, http.StatusAccepted, map[string]any{})
 }
