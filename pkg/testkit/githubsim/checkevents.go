@@ -151,11 +151,12 @@ func checkSuiteEvent(suite checkSuiteRef) func(*hookPayload) {
 
 // jobCheckEventsLocked works out the check run events of a workflow run's job for the run's
 // change to action (s.mu held, the run already changed), as GitHub Actions' App makes them:
-// created when the run attempt starts (in_progress), completed with the run, and the run
-// attempt's suite completed with it. It returns what sends them (nil: none), to be called once the
+// created queued when the run attempt is requested (GitHub queues a run's jobs with it; check_run
+// has no action for a job that starts), completed with the run, and the run attempt's suite
+// completed with it. It returns what sends them (nil: none), to be called once the
 // workflow_run webhook is sent: worked out now, a re-run started meanwhile cannot change them.
 func (s *Simulator) jobCheckEventsLocked(run *WorkflowRun, action string) func() {
-	if !s.opts.CheckEvents || (action != "in_progress" && action != "completed") {
+	if !s.opts.CheckEvents || (action != "requested" && action != "completed") {
 		return nil
 	}
 	now := s.now().UTC().Truncate(time.Second)
@@ -165,7 +166,7 @@ func (s *Simulator) jobCheckEventsLocked(run *WorkflowRun, action string) func()
 	// Copies: the run changes after the lock is let go.
 	started, branch := run.jobStarted, run.HeadBranch
 	job := CheckRun{ID: run.jobCheckRun, NodeID: fmt.Sprintf("CR_sim%d", run.jobCheckRun), HeadSHA: run.HeadSHA,
-		ExternalID: fmt.Sprintf("job-%d-%d", run.ID, run.RunAttempt), Name: "release", Status: "in_progress",
+		ExternalID: fmt.Sprintf("job-%d-%d", run.ID, run.RunAttempt), Name: "release", Status: "queued",
 		StartedAt: &started, repo: run.repo.fullName,
 		HTMLURL: fmt.Sprintf("https://github.com/%s/actions/runs/%d/job/%d", run.repo.fullName, run.ID, run.jobCheckRun)}
 	job.App.ID, job.App.Slug = actionsAppID, actionsAppSlug
@@ -178,7 +179,7 @@ func (s *Simulator) jobCheckEventsLocked(run *WorkflowRun, action string) func()
 		Conclusion: job.Conclusion, App: appRef{actionsAppID, actionsAppSlug}}
 	sender := actionsAppSlug + "[bot]"
 	return func() {
-		if action == "in_progress" {
+		if action == "requested" {
 			s.scheduleCheckEvent(repo, "check_run", "created", sender, checkRunEvent(job, suite))
 			return
 		}

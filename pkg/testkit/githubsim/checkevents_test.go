@@ -215,8 +215,8 @@ func TestCheckRunEvents(t *testing.T) {
 	}
 }
 
-// A dispatched run's job is a check run of GitHub Actions' App: created when the run starts,
-// completed with it, and its suite completed then, besides the run's workflow_run webhooks. A
+// A dispatched run's job is a check run of GitHub Actions' App: created queued when the run is
+// requested, completed with it, and its suite completed then, besides the run's workflow_run webhooks. A
 // re-run attempt has a job and a suite of its own.
 func TestWorkflowJobCheckEvents(t *testing.T) {
 	t.Parallel()
@@ -273,6 +273,9 @@ func TestWorkflowJobCheckEvents(t *testing.T) {
 				t.Fatalf("attempt %d's job is check run %d and %d", attempt, j.checkRun, p.CheckRun.ID)
 			}
 			jobs[attempt] = job{p.CheckRun.ID, jobs[attempt].suite}
+			if d.action == "created" && (p.CheckRun.Status != "queued" || p.CheckRun.Conclusion != nil || suite.Status != "queued") {
+				t.Fatalf("%s of attempt %d, want its job queued: %s", d, attempt, d.payload)
+			}
 			if d.action == "completed" && (p.CheckRun.Conclusion == nil || *p.CheckRun.Conclusion != want) {
 				t.Fatalf("%s of attempt %d: %s", d, attempt, d.payload)
 			}
