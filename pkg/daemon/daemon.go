@@ -117,6 +117,9 @@ type StartConfig struct {
 	Stderr io.Writer
 	// Ready adds readiness checks to the database check.
 	Ready []opsserver.ReadyFunc
+	// ReadyWhenSlow keeps the replica ready when a readiness check fails only because its time
+	// ran out (see readiness): for a service that takes traffic and bounds each request itself.
+	ReadyWhenSlow bool
 }
 
 // Start opens the pool, builds the registry (with Go runtime, process and pool collectors) and binds
@@ -158,7 +161,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 		}
 		return nil
 	}
-	rd := newReadiness(reg, ready, logger)
+	rd := newReadiness(reg, ready, cfg.ReadyWhenSlow, logger)
 	rctx, cancel := context.WithTimeout(ctx, opsserver.ReadyTimeout)
 	_ = rd.check(rctx) // the gauge is current from the first scrape
 	cancel()

@@ -22,23 +22,39 @@ const readyInterval = 5 * time.Second
 // deliveries fail at the ingress, ingest counts nothing, and GitHub does not retry them. Only this
 // gauge (BoardReadyOpsNotReady) tells. It is checked in the background too, so that it is current
 // without a kubelet probing (a replica outside Kubernetes, or one whose probe is off).
+//
+// With slowIsReady (ingest), a check that fails only because its time ran out (ReadyTimeout: the
+// database slow, or every pooled connection busy in a burst) leaves the replica ready: taking
+// every replica out of the Service at once for a slow database would refuse at the ingress the
+// deliveries it still stores within its own store timeout, and a database that does not answer
+// at all is then seen by the service itself, which answers 503 and counts it.
 type readiness struct {
-	ready  func(context.Context) error
-	gauge  prometheus.Gauge
-	logger *slog.Logger
+	ready       func(context.Context) error
+	slowIsReady bool
+	gauge       prometheus.Gauge
+	logger      *slog.Logger
 
-	mu     sync.Mutex
-	known  bool
-	wasErr bool
+	mu    sync.Mutex
+	known bool
+	last  readyState
 }
 
-func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, logger *slog.Logger) *readiness {
+// readyState is the outcome of a readiness check, for logging its changes once.
+type readyState int
+
+const (
+	stateReady readyState = iota
+	stateNotReady
+	stateSlow // timed out, ready all the same (slowIsReady)
+)
+
+func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, slowIsReady bool, logger *slog.Logger) *readiness {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "boardreadyops_ready",
-		Help: "1 when the replica's last readiness check passed (database reachable, writable and migrated, and the service's own checks), 0 when it failed; checked every 5 s and on every /readyz.",
+		Help: "1 when the replica's last readiness check passed (database reachable, writable and migrated, and the service's own checks; for ingest a check that only timed out passes), 0 when it failed; checked every 5 s and on every /readyz.",
 	})
 	reg.MustRegister(g)
-	return &readiness{ready: ready, gauge: g, logger: logger}
+	return &readiness{ready: ready, slowIsReady: slowIsReady, gauge: g, logger: logger}
 }
 
 // check runs the readiness check once, sets the gauge and logs a change of state: once when it
@@ -49,21 +65,36 @@ func (r *readiness) check(ctx context.Context) error {
 	if err != nil && errors.Is(ctx.Err(), context.Canceled) {
 		return err // the caller went away (a probe's connection closed, shutdown): nothing learned
 	}
+	state := stateReady
+	switch {
+	case err != nil && r.slowIsReady && errors.Is(ctx.Err(), context.DeadlineExceeded):
+		state = stateSlow
+	case err != nil:
+		state = stateNotReady
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case err != nil:
+	changed := !r.known || r.last != state
+	switch state {
+	case stateNotReady:
 		r.gauge.Set(0)
-		if !r.known || !r.wasErr {
+		if changed {
 			r.logger.Warn("not ready", "error", err)
 		}
-	case r.known && r.wasErr:
+	case stateSlow:
 		r.gauge.Set(1)
-		r.logger.Info("ready again")
+		if changed {
+			r.logger.Warn("readiness check timed out, staying ready: the database is slow or every pooled connection is busy",
+				"timeout", opsserver.ReadyTimeout, "error", err)
+		}
+		err = nil
 	default:
 		r.gauge.Set(1)
+		if changed && r.known {
+			r.logger.Info("ready again")
+		}
 	}
-	r.known, r.wasErr = true, err != nil
+	r.known, r.last = true, state
 	return err
 }
 

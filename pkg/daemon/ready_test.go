@@ -19,7 +19,7 @@ func TestReadinessGauge(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	var failing error
-	r := newReadiness(prometheus.NewRegistry(), func(context.Context) error { return failing },
+	r := newReadiness(prometheus.NewRegistry(), func(context.Context) error { return failing }, false,
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	steps := []struct {
 		err       error
@@ -68,5 +68,61 @@ func TestReadinessGauge(t *testing.T) {
 			t.Fatal("the background check did not run")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A check that runs out of time: not ready by default; with slowIsReady (ingest) ready, logged
+// once as slow, while a definite failure still makes the replica not ready.
+func TestReadinessWhenSlow(t *testing.T) {
+	t.Parallel()
+	slow := func(ctx context.Context) error {
+		<-ctx.Done()
+		return errors.New("read schema version: timeout: " + ctx.Err().Error())
+	}
+	refused := func(context.Context) error { return errors.New("read schema version: connection refused") }
+	ok := func(context.Context) error { return nil }
+	type step struct {
+		check     func(context.Context) error
+		wantErr   bool
+		wantGauge float64
+	}
+	tests := []struct {
+		name        string
+		slowIsReady bool
+		steps       []step
+		wantLogs    map[string]int
+	}{
+		{"not ready when slow by default", false, []step{{ok, false, 1}, {slow, true, 0}, {slow, true, 0}, {ok, false, 1}},
+			map[string]int{"not ready": 1, "staying ready": 0, "ready again": 1}},
+		{"ready when slow", true, []step{{ok, false, 1}, {slow, false, 1}, {slow, false, 1}, {ok, false, 1}},
+			map[string]int{"not ready": 0, "staying ready": 1, "ready again": 1}},
+		{"a definite failure still counts", true, []step{{slow, false, 1}, {refused, true, 0}, {slow, false, 1}, {refused, true, 0}},
+			map[string]int{"not ready": 2, "staying ready": 2, "ready again": 0}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var logs bytes.Buffer
+			var current func(context.Context) error
+			r := newReadiness(prometheus.NewRegistry(), func(ctx context.Context) error { return current(ctx) }, tt.slowIsReady,
+				slog.New(slog.NewTextHandler(&logs, nil)))
+			for i, s := range tt.steps {
+				current = s.check
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+				err := r.check(ctx)
+				cancel()
+				if (err != nil) != s.wantErr {
+					t.Fatalf("step %d: check returned %v, want an error: %v", i, err, s.wantErr)
+				}
+				if got := testutil.ToFloat64(r.gauge); got != s.wantGauge {
+					t.Fatalf("step %d: boardreadyops_ready %v, want %v", i, got, s.wantGauge)
+				}
+			}
+			for line, want := range tt.wantLogs {
+				if n := strings.Count(logs.String(), line); n != want {
+					t.Errorf("%d %q lines, want %d:\n%s", n, line, want, logs.String())
+				}
+			}
+		})
 	}
 }

@@ -27,6 +27,8 @@ type Spec struct {
 	Work func(ctx context.Context, b *Base) error
 	// Ready adds readiness checks to the database check.
 	Ready []opsserver.ReadyFunc
+	// ReadyWhenSlow: StartConfig.ReadyWhenSlow.
+	ReadyWhenSlow bool
 }
 
 // Run parses the configuration, starts the base, runs the work and the operational endpoints side
@@ -56,7 +58,8 @@ func Run(ctx context.Context, spec Spec, args []string, getenv config.Getenv, st
 		return ErrUsage
 	}
 
-	base, err := Start(ctx, StartConfig{Name: spec.Name, Common: common, Getenv: getenv, Stderr: stderr, Ready: spec.Ready})
+	base, err := Start(ctx, StartConfig{Name: spec.Name, Common: common, Getenv: getenv, Stderr: stderr, Ready: spec.Ready,
+		ReadyWhenSlow: spec.ReadyWhenSlow})
 	if err != nil {
 		return err
 	}

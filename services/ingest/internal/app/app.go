@@ -119,6 +119,9 @@ func Run(ctx context.Context, args []string, getenv config.Getenv, stderr io.Wri
 		Flags:    c.register,
 		Validate: c.validate,
 		Work:     func(ctx context.Context, b *daemon.Base) error { return serve(ctx, b, c) },
+		// A slow database or a pool busy with a burst must not take every replica out of the
+		// Service at once: each delivery is bounded by the store timeout and answered 503 if late.
+		ReadyWhenSlow: true,
 	}, args, getenv, stderr)
 }
 

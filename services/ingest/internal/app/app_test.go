@@ -272,3 +272,57 @@ func TestConfigurationErrors(t *testing.T) {
 		}
 	}
 }
+
+// A slow database keeps ingest ready: its readiness check runs out of time (here it waits on a
+// lock another session holds) while deliveries are still stored. Taking every replica out of the
+// Service for it would refuse them at the ingress, where ingest counts nothing and GitHub does not
+// retry.
+func TestSlowDatabaseKeepsIngestReady(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbURL := pgtest.NewURL(t)
+	in := start(t, dbURL)
+	readyz := func() (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + in.metrics + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("readyz before: %d %s", code, body)
+	}
+
+	// The readiness query reads the migrations' table; a session holding it locked makes that
+	// query wait past the check's time, as a slow server or a pool busy with a burst would.
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE goose_db_version IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("readyz while the database is slow: %d %s\n%s", code, body, in.logs)
+	}
+	if status, _ := in.ping(t, "while-slow"); status != http.StatusAccepted {
+		t.Fatalf("delivery while the database is slow: %d\n%s", status, in.logs)
+	}
+	if !strings.Contains(in.logs.String(), "staying ready") || strings.Contains(in.logs.String(), "not ready") {
+		t.Errorf("want the slow check logged as such, not as not ready:\n%s", in.logs)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := readyz(); code != http.StatusOK {
+		t.Fatalf("readyz after: %d %s", code, body)
+	}
+}
