@@ -274,3 +274,30 @@ func TestFindOrCreateCheckRunEarlierExternalIDs(t *testing.T) {
 		t.Fatalf("created %v, %v: another name was reused", created, err)
 	}
 }
+
+// The attack: a workflow run by the tag push (its token with checks: write) or another App
+// creates a check run with our name and our external_id, both derived from public data, before
+// the dispatcher's search. The dispatcher must create its own instead of adopting it.
+func TestFindOrCreateCheckRunIgnoresOtherAppsCheckRuns(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 5*time.Second)
+	ctx := context.Background()
+	const actionsApp = 15368
+	foreign := e.sim.AddForeignCheckRun(repo, sha, "BoardReadyOps release", "run-1", actionsApp)
+	foreignEarlier := e.sim.AddForeignCheckRun(repo, sha, "BoardReadyOps release", "earlier-1", actionsApp)
+	cr := checkRun("run-1")
+	cr.EarlierExternalIDs = []string{"earlier-1"}
+	id, created, err := e.client.FindOrCreateCheckRun(ctx, cr)
+	if err != nil || !created || id == foreign || id == foreignEarlier {
+		t.Fatalf("got check run %d (created %v, %v); the other App's are %d and %d", id, created, err, foreign, foreignEarlier)
+	}
+	again, created, err := e.client.FindOrCreateCheckRun(ctx, cr)
+	if err != nil || created || again != id {
+		t.Fatalf("replay: %d %v %v, want %d reused", again, created, err, id)
+	}
+	for _, c := range e.sim.CheckRuns("run-1") {
+		if c.ID != id && c.App.ID != actionsApp {
+			t.Fatalf("check run %+v", c)
+		}
+	}
+}

@@ -48,7 +48,7 @@ type CheckRun struct {
 }
 
 // FindOrCreateCheckRun is replay-safe check-run creation: it lists the commit's check runs with
-// this name and reuses the one whose external_id matches (ExternalID first, else one of
+// this name of this App and reuses the one whose external_id matches (ExternalID first, else one of
 // EarlierExternalIDs); only when none does it creates one. It
 // returns the check run id and whether it was created now. The search runs on every call, the
 // first attempt too: after a point-in-time restore the database may not remember a creation that
@@ -58,7 +58,11 @@ func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, 
 	if err != nil {
 		return 0, false, err
 	}
-	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, Filter: github.String("all"), ListOptions: github.ListOptions{PerPage: 100}}
+	// Only our App's check runs: another App, or a workflow whose token has checks: write, can create
+	// one with our name and external_id (both derive from public data), and adopting it would hand
+	// the release's check to whoever made it (our updates of it are refused).
+	opts := &github.ListCheckRunsOptions{CheckName: &cr.Name, AppID: &c.cfg.AppID, Filter: github.String("all"),
+		ListOptions: github.ListOptions{PerPage: 100}}
 	var earlier int64 // the first check run found under an earlier external_id
 	for page := 0; page < maxCheckRunPages; page++ {
 		var res *github.ListCheckRunsResults
@@ -76,7 +80,7 @@ func (c *Client) FindOrCreateCheckRun(ctx context.Context, cr CheckRun) (int64, 
 			return 0, false, err
 		}
 		for _, run := range res.CheckRuns {
-			if run.GetName() != cr.Name {
+			if run.GetName() != cr.Name || run.GetApp().GetID() != c.cfg.AppID {
 				continue
 			}
 			if run.GetExternalID() == cr.ExternalID {

@@ -68,6 +68,22 @@ func (s *Simulator) AllCheckRuns() []CheckRun {
 	return out
 }
 
+// AddForeignCheckRun records a check run of another App (appID) on a commit of a known repository,
+// in_progress, as a workflow with the checks: write permission or another App could create one
+// with any name and external_id. It returns its id.
+func (s *Simulator) AddForeignCheckRun(fullName, sha, name, externalID string, appID int64) int64 {
+	id := s.id()
+	now := s.now().UTC().Truncate(time.Second)
+	c := &CheckRun{ID: id, NodeID: fmt.Sprintf("CR_sim%d", id), HeadSHA: sha, Name: name, ExternalID: externalID,
+		Status: "in_progress", StartedAt: &now, repo: fullName, HTMLURL: fmt.Sprintf("https://github.com/%s/runs/%d", fullName, id)}
+	c.App.ID, c.App.Slug = appID, fmt.Sprintf("app-%d", appID)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.checkRuns[id] = c
+	s.checkRunsAt[fullName+"@"+sha] = append(s.checkRunsAt[fullName+"@"+sha], c)
+	return id
+}
+
 // Repository is the full name (owner/name) of the repository the check run belongs to.
 func (c CheckRun) Repository() string { return c.repo }
 
@@ -79,15 +95,23 @@ func (s *Simulator) CheckRunCount() int {
 }
 
 // listCheckRuns: GET /repos/{owner}/{repo}/commits/{ref}/check-runs (check_name, filter, status,
-// per_page, page). The ref is a commit SHA here.
+// app_id, per_page, page). The ref is a commit SHA here.
 func (s *Simulator) listCheckRuns(w http.ResponseWriter, r *http.Request, _ *reqInfo, repo *repository) {
 	q := r.URL.Query()
 	ref, name, status := r.PathValue("ref"), q.Get("check_name"), q.Get("status")
 	latestOnly := q.Get("filter") != "all"
+	var appID int64
+	if v := q.Get("app_id"); v != "" {
+		var err error
+		if appID, err = strconv.ParseInt(v, 10, 64); err != nil {
+			writeError(w, http.StatusUnprocessableEntity, "Invalid request.\n\nFor 'app_id', \""+v+"\" is not an integer.")
+			return
+		}
+	}
 	s.mu.Lock()
 	var matches []CheckRun
 	for _, c := range s.checkRunsAt[repo.fullName+"@"+ref] {
-		if (name == "" || c.Name == name) && (status == "" || c.Status == status) {
+		if (name == "" || c.Name == name) && (status == "" || c.Status == status) && (appID == 0 || c.App.ID == appID) {
 			matches = append(matches, *c)
 		}
 	}
