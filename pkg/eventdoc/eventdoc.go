@@ -3,8 +3,8 @@
 // reads back. Raw payloads are never stored.
 //
 // The document is versioned by its fields, not by a number: fields are only ever added. Strings
-// are cut to documented lengths and lists to MaxRepositories entries, so a document always fits
-// the inbox's 1 MiB bound whatever GitHub sends. docs/webhooks.md lists every field per event.
+// are cut to documented lengths and repository lists to MaxRepositories entries and, together,
+// to about 1 MB of names, so a document always fits the inbox's 1 MiB bound whatever GitHub sends. docs/webhooks.md lists every field per event.
 package eventdoc
 
 // Events the control plane handles. Any other event is acknowledged and not stored.
@@ -57,7 +57,8 @@ type Document struct {
 	RepositoriesRemoved []RepositoryRef `json:"repositories_removed,omitempty"`
 	// RepositorySelection is "all" or "selected".
 	RepositorySelection string `json:"repository_selection,omitempty"`
-	// RepositoriesTruncated is set when a list was cut to MaxRepositories.
+	// RepositoriesTruncated is set when a list was cut: to MaxRepositories entries, or to the
+	// document's bound on its lists' names.
 	RepositoriesTruncated bool `json:"repositories_truncated,omitempty"`
 
 	// repository renamed / transferred / edited.

@@ -234,7 +234,8 @@ func normalizeInstallation(doc *Document, raw *rawPayload) error {
 	doc.RepositorySelection = cut(raw.Installation.RepositorySelection, maxStatus)
 	var truncated bool
 	var err error
-	if doc.Repositories, truncated, err = refs(raw.Repositories); err != nil {
+	budget := repositoryListBytes
+	if doc.Repositories, truncated, err = refs(raw.Repositories, &budget); err != nil {
 		return err
 	}
 	doc.RepositoriesTruncated = truncated
@@ -246,10 +247,11 @@ func normalizeInstallationRepositories(doc *Document, raw *rawPayload) error {
 	doc.RepositorySelection = cut(raw.RepositorySelection, maxStatus)
 	var t1, t2 bool
 	var err error
-	if doc.RepositoriesAdded, t1, err = refs(*raw.RepositoriesAdded); err != nil {
+	budget := repositoryListBytes
+	if doc.RepositoriesAdded, t1, err = refs(*raw.RepositoriesAdded, &budget); err != nil {
 		return err
 	}
-	if doc.RepositoriesRemoved, t2, err = refs(*raw.RepositoriesRemoved); err != nil {
+	if doc.RepositoriesRemoved, t2, err = refs(*raw.RepositoriesRemoved, &budget); err != nil {
 		return err
 	}
 	doc.RepositoriesTruncated = t1 || t2
@@ -368,24 +370,42 @@ func requireRepository(doc *Document) error {
 	return nil
 }
 
-// refs bounds a repository list; an entry whose full name is not a GitHub owner/name refuses the
-// whole delivery (the names become URL paths).
-func refs(in []rawRepositoryRef) ([]RepositoryRef, bool, error) {
+// repositoryListBytes bounds the repository lists of one document together, counted as
+// repositoryRefBytes plus the full name per entry: an entry takes 49 bytes and its name in jsonb
+// (pg_column_size), fewer as JSON text, and the rest of an installation document is a few KiB,
+// so a document stays within the inbox's 1 MiB whatever its names' lengths (10,000 names of 140
+// bytes would be 1.9 MB). TestLargestDocumentsAreStored (services/ingest) stores the worst case.
+const (
+	repositoryListBytes = 1_000_000
+	repositoryRefBytes  = 52
+)
+
+// refs bounds a repository list, to MaxRepositories entries and to what is left of the document's
+// budget (*budget, in repositoryListBytes' measure, shared by its lists); an entry whose full name
+// is not a GitHub owner/name refuses the whole delivery (the names become URL paths). It reports
+// whether the list was cut.
+func refs(in []rawRepositoryRef, budget *int) ([]RepositoryRef, bool, error) {
 	truncated := len(in) > MaxRepositories
 	if truncated {
 		in = in[:MaxRepositories]
 	}
 	if len(in) == 0 {
-		return nil, false, nil
+		return nil, truncated, nil
 	}
 	out := make([]RepositoryRef, 0, len(in))
-	for _, r := range in {
+	for i, r := range in {
 		if r.ID <= 0 {
 			continue
 		}
 		if !ValidFullName(r.FullName) {
 			return nil, false, fmt.Errorf("%w: repository full_name %q is not a GitHub owner/name", ErrMalformed, cut(r.FullName, 64))
 		}
+		cost := repositoryRefBytes + len(r.FullName)
+		if cost > *budget {
+			// The rest is left out, unchecked: it is not stored.
+			return out, truncated || i < len(in), nil
+		}
+		*budget -= cost
 		out = append(out, RepositoryRef(r))
 	}
 	return out, truncated, nil
