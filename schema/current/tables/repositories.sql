@@ -15,6 +15,7 @@ CREATE TABLE public.repositories (
     membership_event_at timestamp with time zone,
     name_event_at timestamp with time zone,
     deleted_event_at timestamp with time zone,
+    archived_event_at timestamp with time zone,
     CONSTRAINT repositories_default_branch_check CHECK (((length(default_branch) >= 1) AND (length(default_branch) <= 255))),
     CONSTRAINT repositories_full_name_check CHECK ((((length(full_name) >= 3) AND (length(full_name) <= 256)) AND (full_name ~ '^[^/\s]+/[^/\s]+$'::text))),
     CONSTRAINT repositories_id_check CHECK ((id > 0))
@@ -42,6 +43,9 @@ COMMENT ON COLUMN public.repositories.name_event_at IS 'received_at of the newes
 
 -- COMMENT COLUMN repositories.deleted_event_at
 COMMENT ON COLUMN public.repositories.deleted_event_at IS 'received_at of the newest repository deleted delivery (00081): it takes the repository from every installation whose membership is older';
+
+-- COMMENT COLUMN repositories.archived_event_at
+COMMENT ON COLUMN public.repositories.archived_event_at IS 'received_at of the archived or unarchived delivery that set archived (00085); NULL: set before 00085, or when recorded';
 
 -- ACL TABLE repositories
 GRANT SELECT,INSERT,UPDATE ON TABLE public.repositories TO boardreadyops_lifecycle;

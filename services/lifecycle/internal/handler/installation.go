@@ -207,10 +207,11 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 			return Result{}, err
 		}
 		return h.membershipResult(d, n, receivedAt(job)), nil
-	case "archived":
-		stmt = `UPDATE repositories SET archived = true, updated_at = now() WHERE id = $1`
-	case "unarchived":
-		stmt = `UPDATE repositories SET archived = false, updated_at = now() WHERE id = $1`
+	case "archived", "unarchived":
+		// In the order received (migration 00085): an older delivery's flag is not applied.
+		stmt = `UPDATE repositories SET archived = $2, archived_event_at = coalesce($3, now()), updated_at = now()
+			WHERE id = $1 AND (archived_event_at IS NULL OR archived_event_at <= coalesce($3::timestamptz, now()))`
+		args = append(args, d.Action == "archived", receivedAt(job))
 	case "deleted":
 		newest, err := deleteRepository(ctx, tx, r.ID, receivedAt(job))
 		if err != nil {
@@ -229,12 +230,10 @@ func (h *Handlers) repository(ctx context.Context, tx pgx.Tx, job Job) (Result, 
 	if err != nil {
 		return Result{}, fmt.Errorf("repository %d %s: %w", r.ID, d.Action, err)
 	}
-	if d.Action == "renamed" {
-		if tag.RowsAffected() == 0 {
-			h.logger.Info("rename older than the repository's name; ignored", "repository_id", r.ID,
-				"installation_id", d.InstallationID, "received_at", job.ReceivedAt)
-			return ignored(), nil
-		}
+	if tag.RowsAffected() == 0 && d.Action != "edited" {
+		h.logger.Info("repository "+d.Action+" older than the state the repository has; ignored", "repository_id", r.ID,
+			"installation_id", d.InstallationID, "received_at", job.ReceivedAt)
+		return ignored(), nil
 	}
 	return applied(0), nil
 }

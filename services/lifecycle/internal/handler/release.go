@@ -66,7 +66,7 @@ func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job, record 
 		return false, ignored(), nil
 	}
 	repo := d.Repository
-	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+	t, err := h.pushTarget(ctx, tx, d.InstallationID, repo.ID, receivedAt(job))
 	if errors.Is(err, pgx.ErrNoRows) && !record {
 		return false, Result{}, errAlone
 	}
@@ -75,7 +75,7 @@ func (h *Handlers) pushDecision(ctx context.Context, tx pgx.Tx, job Job, record 
 		if err := ensureRepository(ctx, tx, d.InstallationID, repo); err != nil {
 			return false, Result{}, err
 		}
-		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID)
+		t, err = h.pushTarget(ctx, tx, d.InstallationID, repo.ID, receivedAt(job))
 	}
 	if err != nil {
 		return false, Result{}, err

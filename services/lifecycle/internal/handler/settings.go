@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -78,20 +79,25 @@ type pushTarget struct {
 }
 
 // pushTarget reads the installation's activity, the repository's state and its effective release
-// settings; pgx.ErrNoRows when the repository or the installation is not recorded yet. belongs is
-// false when the repository is recorded under another installation than the delivery's.
-func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64) (pushTarget, error) {
+// settings for a push received at received; pgx.ErrNoRows when the repository or the installation
+// is not recorded yet. belongs is false when the repository is recorded under another installation
+// than the delivery's. archived is set only when the repository was archived by a delivery received
+// after the push (migration 00085): GitHub refuses a push to an archived repository, so a push
+// proves that it was not archived then, and an archive received before it was undone before it, by
+// an unarchive whose job may not have committed yet.
+func (h *Handlers) pushTarget(ctx context.Context, tx pgx.Tx, installationID, repositoryID int64, received *time.Time) (pushTarget, error) {
 	t := pushTarget{settings: h.defaults()}
 	var wf, tp *string
 	var enabled *bool
 	var excluded []string
 	err := tx.QueryRow(ctx, `
-		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL, r.archived, r.removed_at IS NOT NULL,
-		       r.installation_id = i.id, `+settingsColumns+`
+		SELECT i.deleted_at IS NULL AND i.suspended_at IS NULL,
+		       r.archived AND r.archived_event_at IS NOT NULL AND r.archived_event_at > coalesce($3::timestamptz, now()),
+		       r.removed_at IS NOT NULL, r.installation_id = i.id, `+settingsColumns+`
 		FROM repositories r
 		JOIN installations i ON i.id = $1
 		`+settingsJoins+`
-		WHERE r.id = $2`, installationID, repositoryID).Scan(&t.active, &t.archived, &t.removed, &t.belongs, &wf, &tp, &enabled, &excluded)
+		WHERE r.id = $2`, installationID, repositoryID, received).Scan(&t.active, &t.archived, &t.removed, &t.belongs, &wf, &tp, &enabled, &excluded)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, err
 	}

@@ -38,10 +38,12 @@ func TestPushRules(t *testing.T) {
 			b.drain()
 			b.exec(`INSERT INTO repository_release_settings (repository_id, enabled) VALUES ($1, false)`, repoID)
 		}, pushTag("v1.2.3", sha), false},
-		{"repository archived", func(b *bundle) {
+		// A push received after the archive proves an unarchive between them (GitHub refuses a
+		// push to an archived repository): TestArchivedAppliesInReceivedOrder.
+		{"repository archived before the push", func(b *bundle) {
 			b.deliver(eventdoc.Document{Event: "repository", Action: "archived", InstallationID: installationID, Repository: repository()})
 			b.drain()
-		}, pushTag("v1.2.3", sha), false},
+		}, pushTag("v1.2.3", sha), true},
 		{"installation suspended", func(b *bundle) {
 			b.deliver(installationEvent("created"))
 			b.deliver(installationEvent("suspend"))
