@@ -145,7 +145,11 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 		e.Class = MaybeDelivered
 	}
 	if e.Class == RateLimited && !e.Limit.RetryAt.IsZero() && !e.Limit.RetryAt.After(now) {
-		e.Limit.RetryAt = now.Add(time.Second)
+		// A time already past by our clock: the replica's clock is ahead of GitHub's, or the
+		// header is stale. Waiting a second would be refused again every second for as long as the
+		// skew lasts, and GitHub warns that requests sent while limited can get an integration
+		// banned: no time named, so the backoff (at least a minute, growing while it repeats).
+		e.Limit.RetryAt = time.Time{}
 	}
 	return e
 }
@@ -163,7 +167,8 @@ func classifyStatus(status int) Class {
 // Limit is what a rate-limited response asks of the client.
 type Limit struct {
 	// RetryAt is when GitHub allows the next request: now + retry-after, or x-ratelimit-reset
-	// when x-ratelimit-remaining is 0. Zero when the response names no time: GitHub then asks for
+	// when x-ratelimit-remaining is 0. Zero when the response names no time, or one already past
+	// by the replica's clock: GitHub then asks for
 	// at least a minute, growing exponentially while the limit repeats (the caller keeps that
 	// count per installation).
 	RetryAt time.Time

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"testing"
 	"time"
@@ -93,6 +94,18 @@ func TestRateLimitShapes(t *testing.T) {
 			body(primaryMsg, docPrimary), "reset", githubapp.RateLimited, "reset", false},
 		{"primary 403 on the token request", githubsim.OpCreateToken, 403, budget(0),
 			body(primaryMsg, docPrimary), "reset", githubapp.RateLimited, "reset", false},
+		// Our clock ahead of GitHub's: a second's wait would be refused every second for as long as
+		// the skew lasts.
+		{"primary 403, remaining 0, reset already past by our clock", githubsim.OpCreateCheckRun, 403,
+			func() map[string]string {
+				h := budget(0)
+				h["x-ratelimit-reset"] = strconv.FormatInt(time.Now().Add(-30*time.Second).Unix(), 10)
+				return h
+			}(),
+			body(primaryMsg, docPrimary), "blocked 1 s, again every second", githubapp.RateLimited, "backoff", false},
+		{"secondary 429, Retry-After a date already past", githubsim.OpDispatchWorkflow, 429,
+			with(budget(4990), "Retry-After", time.Now().Add(-time.Minute).UTC().Format(http.TimeFormat)),
+			body(secondaryMsg, docSecondary), "blocked 1 s, again every second", githubapp.RateLimited, "backoff", true},
 		{"403 that is no rate limit", githubsim.OpCreateCheckRun, 403, budget(4990),
 			body("Resource not accessible by integration", "https://docs.github.com/rest/checks/runs#create-a-check-run"),
 			"dead letter", githubapp.Rejected, "", false},
