@@ -610,10 +610,13 @@ BEGIN
           AND x.status = 'running' AND x.workflow_run_id IS NOT NULL AND x.updated_at < v_now - p_quiet
           -- Not read within the period, nor dead-lettered within a day: a read GitHub refused
           -- (a deleted workflow run's 404, a 403), or one whose attempts ran out, asked again
-          -- every period only added a dead letter each time (00083).
+          -- every period only added a dead letter each time (00083). Nor with a read still to be
+          -- sent (00086): the enqueue adds none beside it, and such attempts, oldest first, took
+          -- every place of the sweep while their installation was blocked.
           AND NOT EXISTS (SELECT 1 FROM public.control_plane_outbox o
                           WHERE o.release_run_id = x.release_run_id AND o.effect_type = 'github.workflow_run.read' AND o.execution_attempt_id = x.id
                             AND (o.created_at > v_now - p_quiet
+                                 OR o.status IN ('available', 'leased')
                                  OR (o.status = 'dead_letter' AND o.updated_at > v_now - interval '1 day')))
         ORDER BY r.created_at
         LIMIT p_limit

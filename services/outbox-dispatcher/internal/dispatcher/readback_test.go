@@ -224,3 +224,38 @@ func (e *env) readBackSweep() int {
 	}
 	return n
 }
+
+// A quiet attempt whose read is still to be sent (its installation rate-limited for an hour or
+// more) is passed over by the sweep: before migration 00086 such attempts, oldest run first, took
+// every place of the sweep and were given nothing, so a younger quiet run, of any installation,
+// was never read back.
+func TestReadBackPassesOverPendingReads(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	older := e.release(55501, "octo-org/hello-world", "v4.4.0")
+	younger := e.release(55501, "octo-org/hello-world", "v4.4.1")
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 2 })
+	e.ageRun(older, "2 hours")
+	e.ageRun(younger, "1 hour")
+	sweep := func() int {
+		t.Helper()
+		var n int
+		if err := e.pool.QueryRow(e.ctx, `SELECT boardreadyops_release_run_read_back_quiet('30 minutes', 1)`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := sweep(); n != 1 {
+		t.Fatalf("first sweep: %d reads enqueued, want the older run's", n)
+	}
+	// The read is not sent (no dispatcher runs: as if its installation were blocked) and ages
+	// past the period.
+	e.ageRun(older, "1 hour")
+	if n := sweep(); n != 1 {
+		t.Fatalf("second sweep: %d reads enqueued, want the younger run's", n)
+	}
+	if n := e.count(`SELECT count(*) FROM control_plane_outbox WHERE effect_type = 'github.workflow_run.read' AND release_run_id = $1`, younger); n != 1 {
+		t.Fatalf("the younger run has %d reads, want 1", n)
+	}
+}
