@@ -771,6 +771,13 @@ BEGIN
     SELECT * INTO att FROM public.execution_attempts WHERE id = r.execution_attempt_id FOR UPDATE;
     IF att.status <> 'running' OR att.workflow_run_id IS DISTINCT FROM (r.payload ->> 'workflow_run_id')::bigint THEN
         v_outcome := 'stale'; -- finished meanwhile (its webhook came after all), or not this run
+    ELSIF p_run_attempt IS NOT NULL AND p_run_attempt < (SELECT w.workflow_run_attempt FROM public.execution_attempt_workflow_runs w
+                                                         WHERE w.execution_attempt_id = att.id) THEN
+        -- An older run attempt than one already recorded (00087): a re-run of the workflow run
+        -- started after GitHub answered the read, or a lagging replica answered it. Finishing the
+        -- attempt with it would make the newer run attempt's completion, ignored for a finished
+        -- attempt, unable to finish it, as the webhook of an older run attempt is ignored.
+        v_outcome := 'stale';
     ELSIF p_status = 'completed' THEN
         v_conclusion := coalesce(nullif(left(p_conclusion, 64), ''), 'unknown');
         v_status := CASE v_conclusion WHEN 'success' THEN 'succeeded' WHEN 'cancelled' THEN 'cancelled' ELSE 'failed' END;

@@ -259,3 +259,41 @@ func TestReadBackPassesOverPendingReads(t *testing.T) {
 		t.Fatalf("the younger run has %d reads, want 1", n)
 	}
 }
+
+// A read-back that GitHub answers with an older run attempt than one lifecycle already recorded
+// (the workflow run was re-run in GitHub Actions after the GET, or a lagging replica answered)
+// does not finish the attempt: run attempt 2's completion, ignored for a finished attempt, could
+// never finish it then, and a re-run that succeeded would leave the release failed (00087).
+func TestReadBackOfAnOlderRunAttemptIsStale(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	run := e.release(55501, "octo-org/hello-world", "v4.5.0")
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 {
+		t.Fatalf("%d workflow runs", len(runs))
+	}
+	if err := e.sim.FinishWorkflowRun(runs[0].ID, "failure"); err != nil { // run attempt 1, no webhook
+		t.Fatal(err)
+	}
+	// Lifecycle recorded run attempt 2 as requested (its workflow_run webhook).
+	if _, err := e.pool.Exec(e.ctx, `
+		INSERT INTO execution_attempt_workflow_runs (execution_attempt_id, workflow_run_attempt, updated_at)
+		SELECT a.id, 2, now() FROM execution_attempts a WHERE a.release_run_id = $1
+		ON CONFLICT (execution_attempt_id) DO UPDATE SET workflow_run_attempt = 2`, run); err != nil {
+		t.Fatal(err)
+	}
+	e.ageRun(run, "1 hour")
+	if n := e.readBackSweep(); n != 1 {
+		t.Fatalf("%d reads enqueued, want 1", n)
+	}
+	e.runUntil(d, func() bool { return e.statuses()["github.workflow_run.read/completed"] == 1 })
+	var outcome string
+	if err := e.pool.QueryRow(e.ctx, `SELECT result ->> 'outcome' FROM control_plane_outbox WHERE effect_type = 'github.workflow_run.read'`).Scan(&outcome); err != nil || outcome != "stale" {
+		t.Fatalf("read outcome %q (%v), want stale", outcome, err)
+	}
+	if n := e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run); n != 1 {
+		t.Fatal("run attempt 1's conclusion finished the release, though run attempt 2 is running")
+	}
+}
