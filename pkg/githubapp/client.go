@@ -191,13 +191,17 @@ func (c *Client) forget(id int64) {
 }
 
 // call runs one GitHub operation with the timeout, a span, write tracking and classification. A
-// 401 (token refused) is retried once with a fresh token — it was not processed — and only a
-// second refusal is Rejected.
+// 401 (token refused) or a 403 that is no rate limit (an installation token carries the
+// permissions the installation had when it was minted: after the owner approves a permission the
+// App asked for, such as Actions write, a token cached before still lacks it for up to an hour)
+// is retried once with a fresh token — it was not processed — and only a second refusal is
+// Rejected.
 func (c *Client) call(ctx context.Context, op string, installationID int64, f func(ctx context.Context, gh *github.Client) (*github.Response, error)) error {
 	for try := 0; ; try++ {
 		err := c.callOnce(ctx, op, installationID, f)
 		var e *Error
-		if try == 0 && installationID != 0 && errors.As(err, &e) && e.Status == http.StatusUnauthorized && e.Class == Rejected {
+		if try == 0 && installationID != 0 && errors.As(err, &e) && e.Class == Rejected &&
+			(e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden) {
 			c.forget(installationID)
 			continue
 		}

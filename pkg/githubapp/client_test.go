@@ -301,3 +301,49 @@ func TestFindOrCreateCheckRunIgnoresOtherAppsCheckRuns(t *testing.T) {
 		}
 	}
 }
+
+// A 403 that is no rate limit ("Resource not accessible by integration") is asked again once
+// with a fresh installation token: a token carries the permissions the installation had when it
+// was minted, so after the owner approves one the App asked for (Actions write for a dispatch), a
+// token cached before still lacks it for up to an hour, and every Retry pressed meanwhile was
+// refused again. A refusal that lasts is Rejected after that one retry; nothing was processed.
+func TestPermissionRefusalIsRetriedWithAFreshToken(t *testing.T) {
+	t.Parallel()
+	refused := githubsim.Response{Status: 403, Header: map[string]string{"Content-Type": "application/json"},
+		Body: `{"message":"Resource not accessible by integration","documentation_url":"https://docs.github.com/rest/actions/workflows#create-a-workflow-dispatch-event"}`}
+	for _, tt := range []struct {
+		name       string
+		times      int
+		want       githubapp.Class
+		dispatched int
+	}{
+		{"the permission approved since the token was minted", 1, 0, 1},
+		{"the permission still missing", 2, githubapp.Rejected, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := setup(t, 5*time.Second)
+			ctx := context.Background()
+			// A token cached by an earlier request.
+			if _, _, err := e.client.FindOrCreateCheckRun(ctx, checkRun("run-1")); err != nil {
+				t.Fatal(err)
+			}
+			tokens := e.sim.Count(githubsim.OpCreateToken, 201)
+			e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpDispatchWorkflow, Times: tt.times, Response: &refused})
+			_, err := e.client.DispatchWorkflow(ctx, githubapp.Dispatch{InstallationID: inst, Repository: repo,
+				WorkflowFile: "boardreadyops-release.yml", Ref: "refs/tags/v1", Inputs: map[string]string{"release_run_id": "r", "execution_attempt_id": "a"}})
+			if tt.want == 0 && err != nil {
+				t.Fatalf("dispatch: %v, want it sent with a fresh token", err)
+			}
+			if tt.want != 0 && githubapp.ClassOf(err) != tt.want {
+				t.Fatalf("dispatch: %v, want %v", err, tt.want)
+			}
+			if n := e.sim.Count(githubsim.OpCreateToken, 201) - tokens; n != 1 {
+				t.Fatalf("%d tokens minted for the retry, want 1", n)
+			}
+			if n := e.sim.DispatchTotal(); n != tt.dispatched {
+				t.Fatalf("%d dispatches reached GitHub, want %d", n, tt.dispatched)
+			}
+		})
+	}
+}

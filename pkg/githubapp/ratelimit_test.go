@@ -114,7 +114,11 @@ func TestRateLimitShapes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := setup(t, 5*time.Second)
-			e.sim.AddFault(githubsim.Fault{Operation: tt.op, Times: 1, Response: &githubsim.Response{Status: tt.status, Header: tt.header, Body: tt.body}})
+			times := 1
+			if tt.want == githubapp.Rejected {
+				times = 2 // a 403 that is no rate limit is asked again once with a fresh token
+			}
+			e.sim.AddFault(githubsim.Fault{Operation: tt.op, Times: times, Response: &githubsim.Response{Status: tt.status, Header: tt.header, Body: tt.body}})
 			ctx := context.Background()
 			start := time.Now()
 			var err error
