@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -343,6 +344,44 @@ func TestPermissionRefusalIsRetriedWithAFreshToken(t *testing.T) {
 			}
 			if n := e.sim.DispatchTotal(); n != tt.dispatched {
 				t.Fatalf("%d dispatches reached GitHub, want %d", n, tt.dispatched)
+			}
+		})
+	}
+}
+
+// GitHub refuses an App JWT for its times when this replica's clock is off from GitHub's (iat in
+// GitHub's future: the clock ahead by more than the 30 s ghinstallation backdates; exp in its past:
+// behind by more than the JWT's life). That is no wrong key: the effect is retried, not
+// dead-lettered with every other one the replica claims, and the error says to look at the clock.
+func TestAppJWTRefusedForItsTimesIsRetried(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name   string
+		offset time.Duration // GitHub's clock from the replica's
+	}{
+		{"replica's clock ahead", -5 * time.Minute},
+		{"replica's clock behind", 15 * time.Minute},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			key, pub, err := githubsim.NewAppKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, ClockOffset: tt.offset})
+			t.Cleanup(sim.Close)
+			sim.AddInstallation(inst, "octo-org")
+			sim.AddRepository(inst, 1296269, repo, nil)
+			srv := httptest.NewServer(sim)
+			t.Cleanup(srv.Close)
+			c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: 5 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _, err = c.FindOrCreateCheckRun(context.Background(), checkRun("x"))
+			var ge *githubapp.Error
+			if !errors.As(err, &ge) || ge.Class != githubapp.NotDelivered || ge.Status != 401 || !strings.Contains(err.Error(), "clock") {
+				t.Fatalf("error %v, want NotDelivered 401 naming the clock", err)
 			}
 		})
 	}

@@ -110,6 +110,11 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 			message, docURL := errorBody(r)
 			if l, ok := rateLimit(r.StatusCode, r.Header, message, docURL, now); ok {
 				e.Class, e.Limit = RateLimited, l
+			} else if e.Status == http.StatusUnauthorized && jwtTimeRefused(message) {
+				// The App JWT's times refused: this replica's clock is off from GitHub's (its iat
+				// ahead of GitHub's clock, or its exp behind). Not the App's key: every effect it
+				// claimed was dead-lettered; retried instead, and the error says why.
+				e.Err = fmt.Errorf("%w (GitHub refused the App JWT's times: this replica's clock is probably off; check its time synchronisation)", err)
 			} else if e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden || e.Status == http.StatusNotFound {
 				e.Class = Rejected // App credentials refused, or the installation is gone
 			}
@@ -152,6 +157,11 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 		e.Limit.RetryAt = time.Time{}
 	}
 	return e
+}
+
+// jwtTimeRefused reports whether GitHub's message refuses an App JWT for its iat or exp claim.
+func jwtTimeRefused(message string) bool {
+	return strings.Contains(message, "('iat')") || strings.Contains(message, "('exp')") && !strings.Contains(message, "too far in the future")
 }
 
 func classifyStatus(status int) Class {

@@ -3,6 +3,7 @@ package githubsim
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -21,6 +22,9 @@ const (
 	errJWTDecode githubMessage = "A JSON web token could not be decoded"
 	errJWTIssuer githubMessage = "'Issuer' claim ('iss') must be an Integer"
 	errJWTExpiry githubMessage = "'Expiration time' claim ('exp') is too far in the future"
+	// The client's clock ahead of GitHub's, or behind it by more than the JWT's life.
+	errJWTIssuedAt githubMessage = "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued"
+	errJWTExpired  githubMessage = "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires"
 )
 
 // verifyJWT checks an App JWT as GitHub does: RS256, signed by the App's key, issued by the App,
@@ -32,8 +36,14 @@ func (s *Simulator) verifyJWT(r *http.Request) error {
 	}
 	claims := &jwt.RegisteredClaims{}
 	_, err := jwt.ParseWithClaims(raw, claims, func(*jwt.Token) (any, error) { return s.opts.AppPublicKey, nil },
-		jwt.WithValidMethods([]string{"RS256"}), jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(time.Minute))
-	if err != nil {
+		jwt.WithValidMethods([]string{"RS256"}), jwt.WithExpirationRequired(), jwt.WithIssuedAt(), jwt.WithLeeway(time.Minute),
+		jwt.WithTimeFunc(s.now))
+	switch {
+	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return errJWTIssuedAt
+	case errors.Is(err, jwt.ErrTokenExpired):
+		return errJWTExpired
+	case err != nil:
 		return errJWTDecode
 	}
 	if claims.Issuer != strconv.FormatInt(s.opts.AppID, 10) {

@@ -30,6 +30,9 @@ type Options struct {
 	// AppID and AppPublicKey verify the App JWT on token requests.
 	AppID        int64
 	AppPublicKey *rsa.PublicKey
+	// ClockOffset is how far GitHub's clock is from the host's: an App JWT is checked, and every
+	// time the simulator writes is taken, at the host's time plus it (a replica whose clock is off).
+	ClockOffset time.Duration
 	// TokenTTL is the lifetime of installation tokens (GitHub: 1 hour).
 	TokenTTL time.Duration
 	// AutoRepositories creates any repository an installation token asks for on first use, with
@@ -136,7 +139,7 @@ func New(opts Options) *Simulator {
 		opts.WebhookSenders = 8
 	}
 	s := &Simulator{
-		opts: opts, mux: http.NewServeMux(), now: time.Now,
+		opts: opts, mux: http.NewServeMux(), now: func() time.Time { return time.Now().Add(opts.ClockOffset) },
 		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
 		budgets: map[int64]*budget{}, tags: map[string]string{},
