@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -241,12 +240,8 @@ it (brops reconcile resolve).`,
 					fmt.Fprintf(w, "would replay %d %s records: %v\n", len(ids), subject, ids)
 				})
 			}
-			if len(ids) > 1 && !yes {
-				fmt.Fprintf(g.stderr, "replay %d %s records? [y/N] ", len(ids), subject)
-				answer, _ := bufio.NewReader(g.stdin).ReadString('\n')
-				if strings.ToLower(strings.TrimSpace(answer)) != "y" {
-					return usageError{errors.New("not confirmed (pass --yes in scripts)")}
-				}
+			if len(ids) > 1 && !yes && !g.confirm(fmt.Sprintf("replay %d %s records? [y/N] ", len(ids), subject)) {
+				return usageError{errors.New("not confirmed (pass --yes in scripts)")}
 			}
 			type result struct {
 				ID     int64  `json:"id"`

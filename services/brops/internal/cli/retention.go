@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,15 +75,17 @@ func newRetentionCmd(g *globals) *cobra.Command {
 		},
 	}
 
-	var dryRun bool
+	var dryRun, yes bool
 	run := &cobra.Command{
-		Use:   "run [--dry-run]",
+		Use:   "run [--dry-run] [--yes]",
 		Short: "Delete everything past its period now, in batches (takes the retention lease)",
 		Long: `Deletes, in batches of --batch-size, what the periods make expired, exactly as the lifecycle
 service does, holding the retention lease meanwhile: it refuses while a lifecycle replica holds it
 (the service is already deleting). --dry-run prints what it would delete and deletes nothing.
 Dead letters, reconciliation_required effects and anything a release run that is not finished
-refers to are never deleted.`,
+refers to are never deleted. The periods are brops' own (its environment's BOARDREADYOPS_RETENTION_*
+and the flags), not read from the lifecycle service: it prints them and asks before deleting,
+unless --yes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := rf.validate(); err != nil {
@@ -98,6 +101,10 @@ refers to are never deleted.`,
 			defer pool.Close()
 			if err := retention.CheckShortAllowed(cmd.Context(), pool, rf.s); err != nil {
 				return err
+			}
+			if !yes && !g.confirm(fmt.Sprintf("delete what is past these periods (brops' own settings, not lifecycle's): %s? [y/N] ",
+				describePeriods(rf.s.Periods))) {
+				return usageError{errors.New("not confirmed (pass --yes in scripts; --dry-run shows what would go)")}
 			}
 			svc, err := retention.New(pool, retention.Config{Owner: bropsOwner(), Periods: rf.s.Periods, BatchSize: rf.s.BatchSize, Lease: time.Minute})
 			if err != nil {
@@ -121,6 +128,7 @@ refers to are never deleted.`,
 		},
 	}
 	run.Flags().BoolVar(&dryRun, "dry-run", false, "print what would be deleted, delete nothing")
+	run.Flags().BoolVar(&yes, "yes", false, "do not ask for confirmation")
 	cmd.AddCommand(status, run, newReindexCmd(g))
 	return cmd
 }
@@ -191,4 +199,17 @@ func bropsOwner() string {
 	}
 	host, _ := os.Hostname()
 	return fmt.Sprintf("brops/%s@%s/%d", name, host, os.Getpid())
+}
+
+// describePeriods lists the periods retention deletes by, in table order ("never" for 0).
+func describePeriods(p retention.Periods) string {
+	parts := make([]string, 0, len(retention.Tables))
+	for _, t := range retention.Tables {
+		d := "never"
+		if v := p.Of(t); v > 0 {
+			d = v.String()
+		}
+		parts = append(parts, t+" "+d)
+	}
+	return strings.Join(parts, ", ")
 }

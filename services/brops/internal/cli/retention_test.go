@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/boardreadyops/cloud/pkg/retention"
+	"github.com/boardreadyops/cloud/services/brops/internal/cli"
 )
 
 // brops retention status and run --dry-run report what would go and delete nothing; run deletes
@@ -91,13 +94,26 @@ func TestRetentionCommands(t *testing.T) {
 	if _, err := store.Acquire(o.ctx, o.pool, "lifecycle/pod-1", time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if code, _, errOut := run(t, o.env, "retention", "run"); code != 1 || !strings.Contains(errOut, "lifecycle/pod-1") {
+	if code, _, errOut := run(t, o.env, "retention", "run", "--yes"); code != 1 || !strings.Contains(errOut, "lifecycle/pod-1") {
 		t.Fatalf("run while lifecycle holds the lease: exit %d %s, want 1 naming the holder", code, errOut)
 	}
 	if err := store.Release(o.ctx, o.pool, "lifecycle/pod-1"); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := run(t, o.env, "retention", "run", "-o", "json")
+	// Not confirmed: the periods printed, nothing deleted. brops' periods are its own settings,
+	// which may not be the lifecycle service's.
+	for _, answer := range []string{"", "n\n"} {
+		var out, errOut bytes.Buffer
+		code := cli.Execute(context.Background(), []string{"retention", "run"}, func(k string) string { return o.env[k] },
+			strings.NewReader(answer), &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "control_plane_jobs 168h0m0s") || !strings.Contains(errOut.String(), "not confirmed") {
+			t.Fatalf("run answered %q: exit %d %s, want 2 with the periods and no deletion", answer, code, errOut.String())
+		}
+		if n, _ := jobsExpired("retention", "status"); n != 4 {
+			t.Fatalf("after an unconfirmed run: %d expired jobs, want the 4 still there", n)
+		}
+	}
+	code, out, errOut := run(t, o.env, "retention", "run", "-o", "json", "--yes")
 	if code != 0 {
 		t.Fatalf("run: exit %d %s %s", code, out, errOut)
 	}

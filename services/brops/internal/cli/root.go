@@ -4,11 +4,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -102,4 +104,11 @@ func (g *globals) moreNote(shown int, how string) string {
 		fmt.Fprintf(g.stderr, "brops: %s\n", note)
 	}
 	return note
+}
+
+// confirm asks question on stderr and reports whether the answer read from stdin is y.
+func (g *globals) confirm(question string) bool {
+	fmt.Fprint(g.stderr, question)
+	answer, _ := bufio.NewReader(g.stdin).ReadString('\n')
+	return strings.ToLower(strings.TrimSpace(answer)) == "y"
 }
