@@ -15,12 +15,19 @@ import (
 // Reading request bodies. Content-Length is the client's claim, not a fact: the buffer starts small
 // and grows only as bytes arrive, and its capacity is taken from the body budget before it is
 // allocated, so the budget bounds the memory bodies really use, whatever clients announce.
+//
+// The minimum rate is measured per window, not as an average since the start: after the first
+// window (the grace), every rateWindow must bring minRate×rateWindow bytes, or the body is cut
+// off at the window's end. A fast start buys no credit, so a client that sends most of a large
+// body quickly and then trickles loses its buffer within two windows instead of holding it for
+// the whole read timeout.
 const (
 	// firstChunk is the first allocation for a body (less when Content-Length is smaller).
 	firstChunk = 16 << 10
-	// stallTimeout is the longest a body may send nothing, and the grace before the minimum rate
-	// applies.
+	// stallTimeout is the longest a body may send nothing.
 	stallTimeout = 2 * time.Second
+	// rateWindow is the window the minimum rate is measured over; the first is the grace.
+	rateWindow = 2 * time.Second
 )
 
 var (
@@ -52,7 +59,7 @@ func newBodyBudget(total int64) *bodyBudget {
 // bodyReader reads one request body under the handler's budget and rate rules.
 type bodyReader struct {
 	budget   *bodyBudget
-	minRate  int64     // bytes per second, after stallTimeout
+	minRate  int64     // bytes per second, in every rateWindow after the first
 	deadline time.Time // the request's own deadline (the server's read timeout)
 	// Budget held for the current buffer: its first chunk from the reserve, the rest from growth.
 	heldFirst, heldGrowth int64
@@ -88,12 +95,12 @@ func (br *bodyReader) read(ctx context.Context, w http.ResponseWriter, r *http.R
 }
 
 func (br *bodyReader) readAll(ctx context.Context, rc *http.ResponseController, r *http.Request) ([]byte, error) {
-	limit := int64(MaxBody) + 1 // unknown length: read one byte past the cap to detect it
 	if r.ContentLength > MaxBody {
 		return nil, errTooLarge
 	}
-	if r.ContentLength >= 0 {
-		limit = r.ContentLength
+	limit := r.ContentLength
+	if limit < 0 {
+		limit = MaxBody // unknown length: one byte past it is read without a buffer
 	}
 	if limit == 0 {
 		return nil, nil
@@ -102,31 +109,58 @@ func (br *bodyReader) readAll(ctx context.Context, rc *http.ResponseController, 
 	if err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	last := start
+	need := br.minRate * int64(rateWindow) / int64(time.Second) // bytes each window after the grace
+	last := time.Now()                                          // when bytes last arrived (or the start)
+	windowEnd, grace := last.Add(rateWindow), true
+	var got, pending int64 // bytes in the current window; bytes of the last read, not yet counted
+	var probe [1]byte      // where a chunked body's byte past MaxBody is read, into no buffer
 	for {
+		dst, probing := buf[len(buf):cap(buf)], false
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) >= limit {
-				if r.ContentLength < 0 {
-					return nil, errTooLarge
+				if r.ContentLength >= 0 {
+					return buf, nil
 				}
-				return buf, nil
-			}
-			if buf, err = br.grow(ctx, buf, min(2*int64(cap(buf)), limit)); err != nil {
-				return nil, err
+				dst, probing = probe[:], true // chunked, at MaxBody: only its end may follow
+			} else {
+				began := time.Now()
+				if buf, err = br.grow(ctx, buf, min(2*int64(cap(buf)), limit)); err != nil {
+					return nil, err
+				}
+				dst = buf[len(buf):cap(buf)]
+				// The wait for memory (at most budgetWait) and the copy are not the client's time.
+				paused := time.Since(began)
+				last, windowEnd = last.Add(paused), windowEnd.Add(paused)
 			}
 		}
-		// By now the client must have sent minRate bytes for every second past the grace, and
-		// something within the last stallTimeout.
-		d := earliest(start.Add(stallTimeout+time.Duration(int64(len(buf))*int64(time.Second)/br.minRate)), last.Add(stallTimeout))
+		// Close the windows that have ended. Bytes read just after a window ended still count
+		// toward it if it needs them.
+		for now := time.Now(); !now.Before(windowEnd); {
+			if !grace && got < need {
+				got, pending = got+pending, 0
+				if got < need {
+					return nil, errTooSlow
+				}
+			}
+			grace, got, windowEnd = false, 0, windowEnd.Add(rateWindow)
+		}
+		got, pending = got+pending, 0
+		// Read until the client stalls, or until the window ends while it still owes bytes.
+		d := last.Add(stallTimeout)
+		if !grace && got < need {
+			d = earliest(d, windowEnd)
+		}
 		if !br.deadline.IsZero() {
 			d = earliest(d, br.deadline)
 		}
 		_ = rc.SetReadDeadline(d)
-		n, err := r.Body.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
+		n, err := r.Body.Read(dst)
 		if n > 0 {
-			last = time.Now()
+			if probing {
+				return nil, errTooLarge
+			}
+			buf = buf[:len(buf)+n]
+			last, pending = time.Now(), int64(n)
 		}
 		switch {
 		case errors.Is(err, io.EOF):
