@@ -49,6 +49,10 @@ type Config struct {
 	// ObserveRate, when set, is called after each installation request whose response carried
 	// the x-ratelimit headers, with the installation's primary budget as GitHub reported it.
 	ObserveRate func(installationID int64, rate Rate)
+	// OnCheckRunStateIgnored, when set, is called when GitHub answers a check-run update with
+	// another state than the update set: a completed check run it did not reopen, or whose
+	// conclusion it kept. sent and got are a status, or completed/conclusion.
+	OnCheckRunStateIgnored func(installationID, checkRunID int64, sent, got string)
 }
 
 // Client calls GitHub as the App and its installations.

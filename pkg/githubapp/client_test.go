@@ -386,3 +386,54 @@ func TestAppJWTRefusedForItsTimesIsRetried(t *testing.T) {
 		})
 	}
 }
+
+// A completed check run reset by an update (a Re-run, a Retry) relies on GitHub reopening it.
+// Reports differ on whether it does; GitHub answers 200 either way. The update's answer tells:
+// where GitHub kept the completed state, OnCheckRunStateIgnored says so; where it took the
+// update, nothing is reported.
+func TestCheckRunStateIgnoredIsReported(t *testing.T) {
+	t.Parallel()
+	for _, final := range []bool{false, true} {
+		t.Run(fmt.Sprintf("final check runs %v", final), func(t *testing.T) {
+			t.Parallel()
+			key, pub, err := githubsim.NewAppKey()
+			if err != nil {
+				t.Fatal(err)
+			}
+			sim := githubsim.New(githubsim.Options{AppID: appID, AppPublicKey: pub, FinalCheckRuns: final})
+			t.Cleanup(sim.Close)
+			sim.AddInstallation(inst, "octo-org")
+			sim.AddRepository(inst, 1296269, repo, nil)
+			srv := httptest.NewServer(sim)
+			t.Cleanup(srv.Close)
+			var reported []string
+			c, err := githubapp.New(githubapp.Config{AppID: appID, PrivateKey: key, BaseURL: srv.URL, Timeout: 5 * time.Second,
+				OnCheckRunStateIgnored: func(_, _ int64, sent, got string) { reported = append(reported, sent+" kept "+got) }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			id, _, err := c.FindOrCreateCheckRun(ctx, checkRun("run-1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range []githubapp.CheckRunUpdate{
+				{Status: "completed", Conclusion: "failure"}, // the release failed
+				{Status: "in_progress"},                      // Re-run: attempt 2 is starting
+				{Status: "completed", Conclusion: "success"}, // attempt 2 succeeded
+			} {
+				u.InstallationID, u.Repository, u.CheckRunID, u.Title, u.Summary = inst, repo, id, "Release", "s"
+				if err := c.UpdateCheckRun(ctx, u); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want := []string(nil)
+			if final {
+				want = []string{"in_progress kept completed/failure", "completed/success kept completed/failure"}
+			}
+			if !slices.Equal(reported, want) {
+				t.Fatalf("reported %q, want %q", reported, want)
+			}
+		})
+	}
+}

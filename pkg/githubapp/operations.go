@@ -322,14 +322,36 @@ func (c *Client) UpdateCheckRun(ctx context.Context, u CheckRunUpdate) error {
 	if u.DetailsURL != "" {
 		body["details_url"] = u.DetailsURL
 	}
-	return c.call(ctx, OpUpdateCheckRun, u.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
+	var got struct {
+		Status     string  `json:"status"`
+		Conclusion *string `json:"conclusion"`
+	}
+	err = c.call(ctx, OpUpdateCheckRun, u.InstallationID, func(ctx context.Context, gh *github.Client) (*github.Response, error) {
 		req, err := gh.NewRequest(http.MethodPatch, fmt.Sprintf("repos/%s/%s/check-runs/%d",
 			url.PathEscape(owner), url.PathEscape(repo), u.CheckRunID), body)
 		if err != nil {
 			return nil, err
 		}
-		return gh.Do(ctx, req, nil)
+		return gh.Do(ctx, req, &got)
 	})
+	if err != nil || got.Status == "" || c.cfg.OnCheckRunStateIgnored == nil {
+		return err
+	}
+	// A check run reset after it completed (a Re-run, a Retry) relies on GitHub reopening it: its
+	// description of "Rerequest a check run" leaves the reset to the App's update, but reports
+	// differ on whether a completed check run's status and conclusion can change. GitHub answers
+	// 200 either way, so the answer's state is what tells.
+	state := func(status string, conclusion *string) string {
+		if status == "completed" && conclusion != nil {
+			return status + "/" + *conclusion
+		}
+		return status
+	}
+	sent, answered := state(u.Status, &u.Conclusion), state(got.Status, got.Conclusion)
+	if (u.Status == "completed") != (got.Status == "completed") || (u.Status == "completed" && sent != answered) {
+		c.cfg.OnCheckRunStateIgnored(u.InstallationID, u.CheckRunID, sent, answered)
+	}
+	return nil
 }
 
 // WorkflowRun is what reconciliation needs to know of a run.

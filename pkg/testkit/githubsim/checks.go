@@ -286,6 +286,9 @@ func (s *Simulator) updateCheckRun(w http.ResponseWriter, r *http.Request, _ *re
 		return
 	}
 	wasCompleted := c.Status == "completed"
+	if wasCompleted && s.opts.FinalCheckRuns {
+		req.Status, req.Conclusion, req.CompletedAt = nil, nil, nil
+	}
 	s.apply(c, &req)
 	ev := s.checkEventsLocked(c, repo, false, wasCompleted)
 	s.finishedCheckRunLocked(c)

@@ -30,6 +30,11 @@ type Options struct {
 	// AppID and AppPublicKey verify the App JWT on token requests.
 	AppID        int64
 	AppPublicKey *rsa.PublicKey
+	// FinalCheckRuns keeps a completed check run's status and conclusion: an update that would
+	// reopen it or change its conclusion is answered 200 and changes only the rest (output,
+	// actions, …), as some report GitHub does. Off (the default), an update may reset it, as
+	// GitHub's description of "Rerequest a check run" implies.
+	FinalCheckRuns bool
 	// ClockOffset is how far GitHub's clock is from the host's: an App JWT is checked, and every
 	// time the simulator writes is taken, at the host's time plus it (a replica whose clock is off).
 	ClockOffset time.Duration

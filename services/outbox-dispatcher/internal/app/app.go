@@ -107,7 +107,12 @@ func work(ctx context.Context, b *daemon.Base, c Config) error {
 	var disp *dispatcher.Dispatcher // built below, on the client; the client reports budgets to it
 	gh, err := githubapp.New(githubapp.Config{AppID: int64(c.AppID), PrivateKey: key, BaseURL: c.GitHubURL,
 		Timeout: c.RequestTimeout, Observe: m.ObserveGitHub, Tracer: tracer,
-		ObserveRate: func(id int64, r githubapp.Rate) { disp.ObserveRate(id, r) }})
+		ObserveRate: func(id int64, r githubapp.Rate) { disp.ObserveRate(id, r) },
+		OnCheckRunStateIgnored: func(installationID, checkRunID int64, sent, got string) {
+			m.CheckRunStateIgnored()
+			b.Logger.Warn("GitHub kept the check run's state: the check run does not show this update's status",
+				"installation_id", installationID, "check_run_id", checkRunID, "sent", sent, "github_kept", got)
+		}})
 	if err != nil {
 		return err
 	}

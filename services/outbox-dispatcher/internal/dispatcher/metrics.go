@@ -33,6 +33,9 @@ type Metrics struct {
 	conclusionShown prometheus.Histogram
 	// otherCommit has lifecycle's namesake (its workflow_run completions): one alert reads both.
 	otherCommit prometheus.Counter
+	// stateIgnored: check-run updates whose state GitHub did not take (githubapp's
+	// OnCheckRunStateIgnored).
+	stateIgnored prometheus.Counter
 }
 
 // effectStates are the states of the effects gauge, in the order the statistics task counts them.
@@ -110,6 +113,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Buckets: []float64{5, 10, 30, 60, 120, 180, 240, 300, 360, 450, 600, 1200, 3600},
 	})
 	m.otherCommit = f.NewCounter(prometheus.CounterOpts{Name: outbox.OtherCommitMetric, Help: outbox.OtherCommitMetricHelp})
+	m.stateIgnored = f.NewCounter(prometheus.CounterOpts{Name: "boardreadyops_github_check_run_state_ignored_total",
+		Help: "Check-run updates GitHub answered with another status or conclusion than they set: a completed check run it did not reopen (a Re-run, a Retry) or whose conclusion it kept."})
 	m.initSeries()
 	return m
 }
@@ -170,6 +175,9 @@ func showsConclusion(p payload) bool {
 	}
 	return false
 }
+
+// CheckRunStateIgnored counts a check-run update whose state GitHub did not take.
+func (m *Metrics) CheckRunStateIgnored() { m.stateIgnored.Inc() }
 
 // ObserveGitHub is githubapp.Config.Observe.
 func (m *Metrics) ObserveGitHub(operation, statusClass string, seconds float64) {

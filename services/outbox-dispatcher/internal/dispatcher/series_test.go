@@ -32,4 +32,5 @@ func TestMetricsStartAtZero(t *testing.T) {
 	metricstest.RequireZero(t, scraped, "boardreadyops_outbox_effects", map[string][]string{"state": {"available", "leased", "retrying", "dead_letter", "reconciliation_required"}})
 	metricstest.RequireZero(t, scraped, "boardreadyops_outbox_leases_recovered_total", map[string][]string{"state": {"available", "dead_letter", "reconciliation_required"}})
 	metricstest.RequireZero(t, scraped, "boardreadyops_outbox_deliveries_in_flight", nil)
+	metricstest.RequireZero(t, scraped, "boardreadyops_github_check_run_state_ignored_total", nil)
 }
