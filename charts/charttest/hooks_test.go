@@ -5,12 +5,16 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
 )
 
 // TestHooksGoAfterTheirRun: Helm never deletes a hook's objects at helm uninstall, so every hook
-// the chart renders must be deleted by Helm once its event's hooks have run (hook-succeeded; the
-// Job keeps its failed run for inspection until the next install or upgrade replaces it). make
-// test-cluster found the migration Job's NetworkPolicy left behind after uninstall.
+// the chart renders must be deleted by Helm once its event's hooks have run (hook-succeeded). A
+// failed migration Job is kept for inspection, with its pods' logs, for the 24 hours of its
+// ttlSecondsAfterFinished (as the chart README and docs/upgrading.md say), or until the next
+// install or upgrade replaces it. make test-cluster found the migration Job's NetworkPolicy left
+// behind after uninstall.
 //
 // The one exception is the OutboxMonitor: a hook only because its CRD is created by the same
 // release (operator-crd.yaml), it must outlive its hook, so it is replaced at the next install or
@@ -49,6 +53,11 @@ func TestHooksGoAfterTheirRun(t *testing.T) {
 		}
 		if got := split(a["helm.sh/hook-delete-policy"]); !slices.Equal(got, w.policies) {
 			t.Errorf("%s: hook-delete-policy %q, want %v", o, a["helm.sh/hook-delete-policy"], w.policies)
+		}
+		if job, ok := o.typed.(*batchv1.Job); ok {
+			if ttl := job.Spec.TTLSecondsAfterFinished; ttl == nil || *ttl != 86400 {
+				t.Errorf("%s: ttlSecondsAfterFinished is not 86400, the 24 hours the docs promise a failed Job's logs", o)
+			}
 		}
 		if o.u.GetKind() == "OutboxMonitor" && a["boardreadyops.io/delete-with-dispatcher"] != "true" {
 			t.Errorf("%s: not annotated boardreadyops.io/delete-with-dispatcher: helm uninstall would leave it", o)

@@ -176,3 +176,75 @@ func TestOperatorEgressLooksUpTheAPIServer(t *testing.T) {
 		}
 	}
 }
+
+// TestTracingEgress: with tracing (tracing.otlpEndpoint) and NetworkPolicies on, the services that
+// export traces — ingest, lifecycle and the dispatcher; the operator, the migration Job and the
+// redeliver CronJob export none — may reach the collector (networkPolicy.otlp.to) on
+// networkPolicy.otlp.port, and no other pod may; without tracing no policy allows it. Before,
+// an enforcing CNI dropped every span while the services ran on. With both on and no collector
+// peers the chart refuses to render instead of dropping the spans.
+func TestTracingEgress(t *testing.T) {
+	t.Parallel()
+	collector := []any{map[string]any{
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "observability"}},
+		"podSelector":       map[string]any{"matchLabels": map[string]any{"app.kubernetes.io/name": "opentelemetry-collector"}},
+	}}
+	exporters := []string{"ingest", "lifecycle", "outbox-dispatcher"}
+	tests := []struct {
+		name     string
+		patch    map[string]any
+		port     string
+		want     []string // components whose policy allows the collector
+		wantErr  string
+		policies bool
+	}{
+		{"tracing on", map[string]any{"networkPolicy": map[string]any{"otlp": map[string]any{"to": collector}}}, "TCP/4318", exporters, "", true},
+		{"tracing on, other port", map[string]any{"networkPolicy": map[string]any{"otlp": map[string]any{"to": collector, "port": 14318}}}, "TCP/14318", exporters, "", true},
+		{"tracing off", map[string]any{"tracing": map[string]any{"otlpEndpoint": ""}, "networkPolicy": map[string]any{"otlp": map[string]any{"to": collector}}}, "TCP/4318", nil, "", true},
+		{"tracing on, no collector peers", map[string]any{"networkPolicy": map[string]any{"otlp": map[string]any{"to": []any{}}}}, "", nil, "networkPolicy.otlp.to", true},
+		{"tracing on, policies off", map[string]any{"networkPolicy": map[string]any{"enabled": false, "otlp": map[string]any{"to": []any{}}}}, "", nil, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			vals := merge(readValues(t, filepath.Join(chartDir, "ci", "production-values.yaml")), deepCopy(tt.patch))
+			if vals["tracing"].(map[string]any)["otlpEndpoint"] == "" && tt.name != "tracing off" {
+				t.Fatal("the production values no longer set tracing.otlpEndpoint")
+			}
+			out, err := render(t, vals, "boardreadyops")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("render = %v, want an error naming %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			nps := policies(objectsOf(t, out))
+			if got := len(nps) > 0; got != tt.policies {
+				t.Fatalf("%d NetworkPolicies rendered", len(nps))
+			}
+			var got []string
+			for _, np := range nps {
+				component := np.Spec.PodSelector.MatchLabels["app.kubernetes.io/component"]
+				for _, r := range np.Spec.Egress {
+					ports := egressPorts(&networkingv1.NetworkPolicy{Spec: networkingv1.NetworkPolicySpec{Egress: []networkingv1.NetworkPolicyEgressRule{r}}})
+					if !slices.Contains(ports, tt.port) {
+						continue
+					}
+					got = append(got, component)
+					if !slices.Equal(ports, []string{tt.port}) || len(r.To) != 1 || r.To[0].NamespaceSelector == nil || r.To[0].PodSelector == nil ||
+						r.To[0].NamespaceSelector.MatchLabels["kubernetes.io/metadata.name"] != "observability" ||
+						r.To[0].PodSelector.MatchLabels["app.kubernetes.io/name"] != "opentelemetry-collector" {
+						t.Errorf("%s: collector rule %v, want the collector peers on %s only", np.Name, r, tt.port)
+					}
+				}
+			}
+			sort.Strings(got)
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("policies allowing the collector: %v, want %v", got, tt.want)
+			}
+		})
+	}
+}

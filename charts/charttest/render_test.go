@@ -72,6 +72,12 @@ func render(t testing.TB, vals map[string]any, namespace string, extraAPIs ...st
 // renderWith renders like render; with a cluster, the templates' lookup calls read from it.
 func renderWith(t testing.TB, cluster *rest.Config, vals map[string]any, namespace string, extraAPIs ...string) (map[string]string, error) {
 	t.Helper()
+	return renderRelease(t, cluster, releaseName, vals, namespace, extraAPIs...)
+}
+
+// renderRelease renders like renderWith, as the release named release.
+func renderRelease(t testing.TB, cluster *rest.Config, release string, vals map[string]any, namespace string, extraAPIs ...string) (map[string]string, error) {
+	t.Helper()
 	c := loadChart(t)
 	caps := common.DefaultCapabilities.Copy()
 	caps.APIVersions = append(append(common.VersionSet{}, caps.APIVersions...), extraAPIs...)
@@ -80,7 +86,7 @@ func renderWith(t testing.TB, cluster *rest.Config, vals map[string]any, namespa
 		t.Fatal(err)
 	}
 	caps.KubeVersion = *kv
-	opts := common.ReleaseOptions{Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true}
+	opts := common.ReleaseOptions{Name: release, Namespace: namespace, Revision: 1, IsInstall: true}
 	rv, err := util.ToRenderValuesWithSchemaValidation(c, vals, opts, caps, false)
 	if err != nil {
 		return nil, err

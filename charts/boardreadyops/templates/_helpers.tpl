@@ -3,16 +3,19 @@
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* Resource name prefix: release name, plus the chart name unless the release name holds it. */}}
+{{/* Resource name prefix: release name, plus the chart name unless the release name holds it.
+At most 37 characters (values.schema.json holds fullnameOverride to the same): the longest object
+name, the dispatcher's metrics Service <fullname>-outbox-dispatcher-metrics, adds 26, and a
+Service's name is a DNS-1035 label of at most 63 (charttest TestNamesFitTheirLimits). */}}
 {{- define "boardreadyops.fullname" -}}
 {{- if .Values.fullnameOverride -}}
-{{- .Values.fullnameOverride | trunc 40 | trimSuffix "-" -}}
+{{- .Values.fullnameOverride | trunc 37 | trimSuffix "-" -}}
 {{- else -}}
 {{- $name := default .Chart.Name .Values.nameOverride -}}
 {{- if contains $name .Release.Name -}}
-{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- .Release.Name | trunc 37 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name $name | trunc 40 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 37 | trimSuffix "-" -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
