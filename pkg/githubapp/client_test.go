@@ -387,6 +387,21 @@ func TestAppJWTRefusedForItsTimesIsRetried(t *testing.T) {
 	}
 }
 
+// GitHub's answer to an App JWT whose exp is more than ten minutes past its clock: ghinstallation's
+// JWTs live two minutes, so that is a replica's clock far ahead too, not a wrong key.
+func TestAppJWTExpiryTooFarIsRetried(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 5*time.Second)
+	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpCreateToken, Times: 2, Response: &githubsim.Response{Status: 401,
+		Header: map[string]string{"Content-Type": "application/json"},
+		Body:   `{"message":"'Expiration time' claim ('exp') is too far in the future","documentation_url":"https://docs.github.com/rest"}`}})
+	_, _, err := e.client.FindOrCreateCheckRun(context.Background(), checkRun("x"))
+	var ge *githubapp.Error
+	if !errors.As(err, &ge) || ge.Class != githubapp.NotDelivered || !strings.Contains(err.Error(), "clock") {
+		t.Fatalf("error %v, want NotDelivered naming the clock", err)
+	}
+}
+
 // A completed check run reset by an update (a Re-run, a Retry) relies on GitHub reopening it.
 // Reports differ on whether it does; GitHub answers 200 either way. The update's answer tells:
 // where GitHub kept the completed state, OnCheckRunStateIgnored says so; where it took the

@@ -64,8 +64,10 @@ func (e *Error) Error() string {
 		s += fmt.Sprintf(" (HTTP %d)", e.Status)
 	}
 	switch {
-	case e.Class == RateLimited && e.Limit.RetryAt.IsZero():
+	case e.Class == RateLimited && e.Limit.RetryAt.IsZero() && e.Limit.Secondary:
 		s += " (secondary, no retry time: backing off)"
+	case e.Class == RateLimited && e.Limit.RetryAt.IsZero():
+		s += " (no retry time, or one already past by this replica's clock: backing off)"
 	case e.Class == RateLimited:
 		s += " until " + e.Limit.RetryAt.UTC().Format(time.RFC3339)
 	}
@@ -149,19 +151,23 @@ func classify(op string, resp *http.Response, err error, wrote bool, now time.Ti
 	default:
 		e.Class = MaybeDelivered
 	}
-	if e.Class == RateLimited && !e.Limit.RetryAt.IsZero() && !e.Limit.RetryAt.After(now) {
+	if e.Class == RateLimited && !e.Limit.RetryAt.IsZero() && e.Limit.RetryAt.Before(now) {
 		// A time already past by our clock: the replica's clock is ahead of GitHub's, or the
 		// header is stale. Waiting a second would be refused again every second for as long as the
 		// skew lasts, and GitHub warns that requests sent while limited can get an integration
 		// banned: no time named, so the backoff (at least a minute, growing while it repeats).
 		e.Limit.RetryAt = time.Time{}
+	} else if e.Class == RateLimited && e.Limit.RetryAt.Equal(now) {
+		e.Limit.RetryAt = now.Add(time.Second) // Retry-After: 0
 	}
 	return e
 }
 
 // jwtTimeRefused reports whether GitHub's message refuses an App JWT for its iat or exp claim.
+// ghinstallation's JWTs live two minutes, so an exp "too far in the future" (more than ten
+// minutes past GitHub's clock) is a clock ahead too.
 func jwtTimeRefused(message string) bool {
-	return strings.Contains(message, "('iat')") || strings.Contains(message, "('exp')") && !strings.Contains(message, "too far in the future")
+	return strings.Contains(message, "('iat')") || strings.Contains(message, "('exp')")
 }
 
 func classifyStatus(status int) Class {

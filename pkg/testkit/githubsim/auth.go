@@ -28,7 +28,7 @@ const (
 )
 
 // verifyJWT checks an App JWT as GitHub does: RS256, signed by the App's key, issued by the App,
-// not expired, at most 10 minutes long.
+// issued in the past, not expired, expiring at most 10 minutes from now.
 func (s *Simulator) verifyJWT(r *http.Request) error {
 	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
@@ -49,7 +49,8 @@ func (s *Simulator) verifyJWT(r *http.Request) error {
 	if claims.Issuer != strconv.FormatInt(s.opts.AppID, 10) {
 		return errJWTIssuer
 	}
-	if claims.IssuedAt != nil && claims.ExpiresAt.Sub(claims.IssuedAt.Time) > 11*time.Minute {
+	// GitHub refuses an exp more than 10 minutes past its clock (a minute's leeway here).
+	if claims.ExpiresAt.After(s.now().Add(11 * time.Minute)) {
 		return errJWTExpiry
 	}
 	return nil
