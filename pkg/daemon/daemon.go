@@ -117,9 +117,10 @@ type StartConfig struct {
 	Stderr io.Writer
 	// Ready adds readiness checks to the database check.
 	Ready []opsserver.ReadyFunc
-	// ReadyWhenSlow keeps the replica ready when a readiness check fails only because its time
-	// ran out (see readiness): for a service that takes traffic and bounds each request itself.
-	ReadyWhenSlow bool
+	// SlowIsReady, when set, keeps the replica ready when a readiness check fails only because its
+	// time ran out and SlowIsReady reports true (see readiness): for a service that takes traffic,
+	// bounds each request itself, and can tell that its work still succeeds.
+	SlowIsReady func() bool
 }
 
 // Start opens the pool, builds the registry (with Go runtime, process and pool collectors) and binds
@@ -161,7 +162,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Base, error) {
 		}
 		return nil
 	}
-	rd := newReadiness(reg, ready, cfg.ReadyWhenSlow, logger)
+	rd := newReadiness(reg, ready, cfg.SlowIsReady, logger)
 	rctx, cancel := context.WithTimeout(ctx, opsserver.ReadyTimeout)
 	_ = rd.check(rctx) // the gauge is current from the first scrape
 	cancel()

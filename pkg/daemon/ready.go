@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/boardreadyops/cloud/pkg/database"
 	"github.com/boardreadyops/cloud/pkg/opsserver"
 )
 
@@ -23,14 +24,16 @@ const readyInterval = 5 * time.Second
 // gauge (BoardReadyOpsNotReady) tells. It is checked in the background too, so that it is current
 // without a kubelet probing (a replica outside Kubernetes, or one whose probe is off).
 //
-// With slowIsReady (ingest), a check that fails only because its time ran out (ReadyTimeout: the
-// database slow, or every pooled connection busy in a burst) leaves the replica ready: taking
-// every replica out of the Service at once for a slow database would refuse at the ingress the
-// deliveries it still stores within its own store timeout, and a database that does not answer
-// at all is then seen by the service itself, which answers 503 and counts it.
+// With slowIsReady (ingest: a delivery stored in the last 30 s), a check that fails only because
+// its time ran out (ReadyTimeout: the database slow, or every pooled connection busy in a burst)
+// leaves the replica ready while the service's work still succeeds: taking every replica out of
+// the Service at once for a slow database would refuse at the ingress the deliveries it still
+// stores within its own store timeout. A replica whose checks time out and whose work fails (cut
+// off from the database, its DNS stale after a failover) is not ready, so the others take its
+// traffic; a definite answer (read-only, schema behind) is never counted as slow.
 type readiness struct {
 	ready       func(context.Context) error
-	slowIsReady bool
+	slowIsReady func() bool
 	gauge       prometheus.Gauge
 	logger      *slog.Logger
 
@@ -45,13 +48,13 @@ type readyState int
 const (
 	stateReady readyState = iota
 	stateNotReady
-	stateSlow // timed out, ready all the same (slowIsReady)
+	stateSlow // timed out, ready all the same (slowIsReady reported true)
 )
 
-func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, slowIsReady bool, logger *slog.Logger) *readiness {
+func newReadiness(reg prometheus.Registerer, ready func(context.Context) error, slowIsReady func() bool, logger *slog.Logger) *readiness {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "boardreadyops_ready",
-		Help: "1 when the replica's last readiness check passed (database reachable, writable and migrated, and the service's own checks; for ingest a check that only timed out passes), 0 when it failed; checked every 5 s and on every /readyz.",
+		Help: "1 when the replica's last readiness check passed (database reachable, writable and migrated, and the service's own checks; for ingest a check that only timed out passes while deliveries are being stored), 0 when it failed; checked every 5 s and on every /readyz.",
 	})
 	reg.MustRegister(g)
 	return &readiness{ready: ready, slowIsReady: slowIsReady, gauge: g, logger: logger}
@@ -67,7 +70,8 @@ func (r *readiness) check(ctx context.Context) error {
 	}
 	state := stateReady
 	switch {
-	case err != nil && r.slowIsReady && errors.Is(ctx.Err(), context.DeadlineExceeded):
+	case err != nil && r.slowIsReady != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) &&
+		!errors.Is(err, database.ErrReadOnly) && !errors.Is(err, database.ErrSchemaBehind) && r.slowIsReady():
 		state = stateSlow
 	case err != nil:
 		state = stateNotReady
@@ -84,7 +88,7 @@ func (r *readiness) check(ctx context.Context) error {
 	case stateSlow:
 		r.gauge.Set(1)
 		if changed {
-			r.logger.Warn("readiness check timed out, staying ready: the database is slow or every pooled connection is busy",
+			r.logger.Warn("readiness check timed out, staying ready while the service's work succeeds: the database is slow or every pooled connection is busy",
 				"timeout", opsserver.ReadyTimeout, "error", err)
 		}
 		err = nil

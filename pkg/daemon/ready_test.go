@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/boardreadyops/cloud/pkg/database"
 )
 
 // The readiness gauge follows every check, the background one included; a change of state is
@@ -19,7 +22,7 @@ func TestReadinessGauge(t *testing.T) {
 	t.Parallel()
 	var logs bytes.Buffer
 	var failing error
-	r := newReadiness(prometheus.NewRegistry(), func(context.Context) error { return failing }, false,
+	r := newReadiness(prometheus.NewRegistry(), func(context.Context) error { return failing }, nil,
 		slog.New(slog.NewTextHandler(&logs, nil)))
 	steps := []struct {
 		err       error
@@ -71,16 +74,22 @@ func TestReadinessGauge(t *testing.T) {
 	}
 }
 
-// A check that runs out of time: not ready by default; with slowIsReady (ingest) ready, logged
-// once as slow, while a definite failure still makes the replica not ready.
+// A check that runs out of time: not ready by default; with slowIsReady (ingest) ready while it
+// reports the service's work succeeding, logged once as slow. A definite failure, one that only
+// arrived late (read-only, schema behind), or a replica whose work fails too, is not ready.
 func TestReadinessWhenSlow(t *testing.T) {
 	t.Parallel()
-	slow := func(ctx context.Context) error {
-		<-ctx.Done()
-		return errors.New("read schema version: timeout: " + ctx.Err().Error())
+	late := func(err error) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			<-ctx.Done()
+			return err
+		}
 	}
+	slow := late(errors.New("read schema version: timeout: context deadline exceeded"))
+	readOnlyLate := late(fmt.Errorf("%w", database.ErrReadOnly))
 	refused := func(context.Context) error { return errors.New("read schema version: connection refused") }
 	ok := func(context.Context) error { return nil }
+	working, cutOff := func() bool { return true }, func() bool { return false }
 	type step struct {
 		check     func(context.Context) error
 		wantErr   bool
@@ -88,16 +97,20 @@ func TestReadinessWhenSlow(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		slowIsReady bool
+		slowIsReady func() bool
 		steps       []step
 		wantLogs    map[string]int
 	}{
-		{"not ready when slow by default", false, []step{{ok, false, 1}, {slow, true, 0}, {slow, true, 0}, {ok, false, 1}},
+		{"not ready when slow by default", nil, []step{{ok, false, 1}, {slow, true, 0}, {slow, true, 0}, {ok, false, 1}},
 			map[string]int{"not ready": 1, "staying ready": 0, "ready again": 1}},
-		{"ready when slow", true, []step{{ok, false, 1}, {slow, false, 1}, {slow, false, 1}, {ok, false, 1}},
+		{"ready when slow while the work succeeds", working, []step{{ok, false, 1}, {slow, false, 1}, {slow, false, 1}, {ok, false, 1}},
 			map[string]int{"not ready": 0, "staying ready": 1, "ready again": 1}},
-		{"a definite failure still counts", true, []step{{slow, false, 1}, {refused, true, 0}, {slow, false, 1}, {refused, true, 0}},
+		{"not ready when slow and the work fails", cutOff, []step{{ok, false, 1}, {slow, true, 0}},
+			map[string]int{"not ready": 1, "staying ready": 0}},
+		{"a definite failure still counts", working, []step{{slow, false, 1}, {refused, true, 0}, {slow, false, 1}, {refused, true, 0}},
 			map[string]int{"not ready": 2, "staying ready": 2, "ready again": 0}},
+		{"a definite answer arriving late is not slow", working, []step{{ok, false, 1}, {readOnlyLate, true, 0}},
+			map[string]int{"not ready": 1, "staying ready": 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -27,8 +27,8 @@ type Spec struct {
 	Work func(ctx context.Context, b *Base) error
 	// Ready adds readiness checks to the database check.
 	Ready []opsserver.ReadyFunc
-	// ReadyWhenSlow: StartConfig.ReadyWhenSlow.
-	ReadyWhenSlow bool
+	// SlowIsReady: StartConfig.SlowIsReady.
+	SlowIsReady func() bool
 }
 
 // Run parses the configuration, starts the base, runs the work and the operational endpoints side
@@ -59,7 +59,7 @@ func Run(ctx context.Context, spec Spec, args []string, getenv config.Getenv, st
 	}
 
 	base, err := Start(ctx, StartConfig{Name: spec.Name, Common: common, Getenv: getenv, Stderr: stderr, Ready: spec.Ready,
-		ReadyWhenSlow: spec.ReadyWhenSlow})
+		SlowIsReady: spec.SlowIsReady})
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,18 +115,35 @@ func (c *Config) validate() error {
 // Run runs the ingest service until ctx ends.
 func Run(ctx context.Context, args []string, getenv config.Getenv, stderr io.Writer) error {
 	var c Config
+	var stored storeClock
 	return daemon.Run(ctx, daemon.Spec{
 		Name:     "ingest",
 		Flags:    c.register,
 		Validate: c.validate,
-		Work:     func(ctx context.Context, b *daemon.Base) error { return serve(ctx, b, c) },
+		Work:     func(ctx context.Context, b *daemon.Base) error { return serve(ctx, b, c, &stored) },
 		// A slow database or a pool busy with a burst must not take every replica out of the
-		// Service at once: each delivery is bounded by the store timeout and answered 503 if late.
-		ReadyWhenSlow: true,
+		// Service at once while deliveries are still stored (each is bounded by the store timeout
+		// and answered 503 if late); a replica that stores nothing any more is taken out.
+		SlowIsReady: stored.recent,
 	}, args, getenv, stderr)
 }
 
-func serve(ctx context.Context, b *daemon.Base, c Config) error {
+// slowReadyWindow: a replica whose readiness check times out stays ready while it stored a
+// delivery this recently.
+const slowReadyWindow = 30 * time.Second
+
+// storeClock is when the replica last stored a delivery.
+type storeClock struct{ last atomic.Int64 } // Unix nanoseconds
+
+func (s *storeClock) mark() { s.last.Store(time.Now().UnixNano()) }
+
+// recent reports whether a delivery was stored within slowReadyWindow.
+func (s *storeClock) recent() bool {
+	last := s.last.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < slowReadyWindow
+}
+
+func serve(ctx context.Context, b *daemon.Base, c Config, stored *storeClock) error {
 	sec, err := secrets.Load(c.SecretFile)
 	if err != nil {
 		return err
@@ -166,7 +184,7 @@ func serve(ctx context.Context, b *daemon.Base, c Config) error {
 		ReadTimeout:  c.ReadTimeout,
 		ContentType:  c.contentType,
 		KeepUnused:   !c.Filter,
-		OnAccepted:   wake.Signal,
+		OnAccepted:   func() { stored.mark(); wake.Signal() },
 	})
 	mux := http.NewServeMux()
 	mux.Handle(c.WebhookPath, handler)

@@ -274,7 +274,7 @@ func TestConfigurationErrors(t *testing.T) {
 }
 
 // A slow database keeps ingest ready: its readiness check runs out of time (here it waits on a
-// lock another session holds) while deliveries are still stored. Taking every replica out of the
+// lock another session holds) while deliveries are still stored (one in the last 30 s). Taking every replica out of the
 // Service for it would refuse them at the ingress, where ingest counts nothing and GitHub does not
 // retry.
 func TestSlowDatabaseKeepsIngestReady(t *testing.T) {
@@ -294,6 +294,9 @@ func TestSlowDatabaseKeepsIngestReady(t *testing.T) {
 	}
 	if code, body := readyz(); code != http.StatusOK {
 		t.Fatalf("readyz before: %d %s", code, body)
+	}
+	if status, _ := in.ping(t, "before-slow"); status != http.StatusAccepted { // deliveries are being stored
+		t.Fatalf("delivery before: %d\n%s", status, in.logs)
 	}
 
 	// The readiness query reads the migrations' table; a session holding it locked makes that
