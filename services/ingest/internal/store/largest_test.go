@@ -3,15 +3,11 @@ package store
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/boardreadyops/cloud/pkg/groupcommit"
 	"github.com/boardreadyops/cloud/pkg/hubsig"
-	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
 	"github.com/boardreadyops/cloud/services/ingest/internal/webhook"
 )
 
@@ -22,12 +18,7 @@ import (
 // ordinary names keep their 10,000 entries.
 func TestLargestDocumentsAreStored(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	group := groupcommit.New(pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); group.Run(quit) }()
-	defer func() { close(quit); <-done }()
-	s := &Store{DB: pool, Group: group}
+	s, pool := groupStore(t)
 	ctx := context.Background()
 
 	list := func(n, nameLen int) string {

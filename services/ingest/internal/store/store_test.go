@@ -19,6 +19,18 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
+// groupStore is a Store on a fresh database whose accepts go through a running group committer,
+// stopped when the test ends.
+func groupStore(t *testing.T) (*Store, *pgxpool.Pool) {
+	t.Helper()
+	pool := pgtest.NewPool(t)
+	group := groupcommit.New(pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); group.Run(quit) }()
+	t.Cleanup(func() { close(quit); <-done })
+	return &Store{DB: pool, Group: group}, pool
+}
+
 func delivery(id string) webhook.Delivery {
 	return webhook.Delivery{ID: id, Event: "ping", Document: []byte(`{"ping":{"zen":"z"}}`), PayloadSHA256: sha256.Sum256([]byte(id))}
 }
@@ -27,12 +39,7 @@ func delivery(id string) webhook.Delivery {
 // own outcome; a redelivery is reported as a duplicate; one bad delivery in a batch fails alone.
 func TestGroupCommitOutcomes(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.NewPool(t)
-	group := groupcommit.New(pool, slog.New(slog.DiscardHandler), 64, 5*time.Second)
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() { defer close(done); group.Run(quit) }()
-	defer func() { close(quit); <-done }()
-	s := &Store{DB: pool, Group: group}
+	s, pool := groupStore(t)
 	ctx := context.Background()
 
 	const n = 200

@@ -182,23 +182,7 @@ func TestTricklingClientIsCutOff(t *testing.T) {
 	t.Parallel()
 	e := setupWith(t, func(e *env, o *webhook.Options) { o.ReadTimeout = time.Minute })
 	body := fixture(t, "ping")
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nX-GitHub-Event: ping\r\nX-GitHub-Delivery: trickle\r\nX-Hub-Signature-256: %s\r\nContent-Length: %d\r\n\r\n",
-		hubsig.Sign(testSecret, body), len(body))
-	answered := make(chan string, 1)
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			answered <- err.Error()
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.Status
-	}()
+	c, answered := rawPost(t, e, "trickle", body, len(body))
 	// 10 bytes a second: the whole body would take about a minute.
 	tick := time.NewTicker(time.Second / 10)
 	defer tick.Stop()
