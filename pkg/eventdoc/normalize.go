@@ -288,13 +288,20 @@ func normalizePush(doc *Document, raw *rawPayload) error {
 	if err := requireRepository(doc); err != nil {
 		return err
 	}
-	if raw.Ref == "" || len(raw.Ref) > maxRef {
-		return fmt.Errorf("%w: push without a valid ref", ErrMalformed)
+	ref := raw.Ref
+	if len(ref) > maxRef && !strings.HasPrefix(ref, "refs/tags/") {
+		// A branch (or notes, …) ref longer than the bound: git sets none, and refusing it with 400
+		// only had GitHub's redelivery ask again. Cut, it stays a branch push, which the filter
+		// drops and lifecycle ignores; a tag that long is refused (a cut tag would name another).
+		ref = cut(ref, maxRef)
+	}
+	if ref == "" || len(ref) > maxRef {
+		return fmt.Errorf("%w: push without a valid ref (a tag ref is at most %d bytes)", ErrMalformed, maxRef)
 	}
 	if !shaPattern.MatchString(raw.After) {
 		return fmt.Errorf("%w: push with invalid after SHA", ErrMalformed)
 	}
-	doc.Push = &Push{Ref: raw.Ref, Before: cut(*raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
+	doc.Push = &Push{Ref: ref, Before: cut(*raw.Before, 64), After: raw.After, Created: raw.Created, Deleted: raw.Deleted, Forced: raw.Forced}
 	if raw.HeadCommit != nil && raw.HeadCommit.ID != "" {
 		if !shaPattern.MatchString(raw.HeadCommit.ID) {
 			return fmt.Errorf("%w: push with invalid head_commit id", ErrMalformed)

@@ -74,6 +74,7 @@ func TestNormalizeRejectsMalformed(t *testing.T) {
 		{"push without repository", "push", `{` + inst + `,"ref":"refs/tags/v1","after":"` + strings.Repeat("a", 40) + `"}`},
 		{"push without ref", "push", `{` + inst + `,` + repo + `,"after":"` + strings.Repeat("a", 40) + `"}`},
 		{"push with bad sha", "push", `{` + inst + `,` + repo + `,"ref":"refs/tags/v1","after":"xyz"}`},
+		{"push of a tag over 512 bytes", "push", `{` + inst + `,` + repo + `,"ref":"refs/tags/v` + strings.Repeat("1", 510) + `","before":"` + strings.Repeat("0", 40) + `","after":"` + strings.Repeat("a", 40) + `"}`},
 		{"check run without id", "check_run", `{` + inst + `,` + repo + `,"check_run":{"name":"x"}}`},
 		{"workflow run without id", "workflow_run", `{` + inst + `,` + repo + `}`},
 		{"bad action", "push", `{"action":"DROP TABLE",` + inst + `}`},
@@ -201,5 +202,25 @@ func TestNormalizeRefusesFullNamesOutsideGitHubsCharacterSet(t *testing.T) {
 		if !eventdoc.ValidFullName(name) {
 			t.Errorf("GitHub name %q refused", name)
 		}
+	}
+}
+
+// A branch ref longer than 512 bytes (git sets no bound) is cut, not refused: refused with 400, the
+// push was asked for again by every redelivery. Cut, it is still a branch push, which the filter
+// drops. A tag that long is refused (TestNormalizeRejectsMalformed): cut, it would name another.
+func TestNormalizeCutsALongBranchRef(t *testing.T) {
+	t.Parallel()
+	sha := strings.Repeat("a", 40)
+	ref := "refs/heads/" + strings.Repeat("b", 600)
+	doc, err := eventdoc.Normalize("push", []byte(`{"installation":{"id":1},"repository":{"id":2,"full_name":"o/r"},"ref":"`+ref+
+		`","before":"`+sha+`","after":"`+sha+`"}`))
+	if err != nil {
+		t.Fatalf("Normalize = %v, want the push kept", err)
+	}
+	if len(doc.Push.Ref) != 512 || !strings.HasPrefix(doc.Push.Ref, "refs/heads/bbb") {
+		t.Fatalf("ref %d bytes, want cut to 512", len(doc.Push.Ref))
+	}
+	if reason, filtered := eventdoc.Filter(&doc); !filtered || reason != eventdoc.FilterBranchPush {
+		t.Fatalf("filtered %v (%q), want %s", filtered, reason, eventdoc.FilterBranchPush)
 	}
 }
