@@ -5,9 +5,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -51,7 +54,19 @@ const connectionTries = 3
 // safe even when the lost connection had committed: the delivery id is then known and the second
 // write reports a duplicate.
 func (s *Store) Accept(ctx context.Context, d webhook.Delivery, traceparent string) (webhook.Outcome, error) {
-	return s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.accept(ctx, d, traceparent) })
+	out, err := s.retryLostConnection(ctx, func() (webhook.Outcome, error) { return s.accept(ctx, d, traceparent) })
+	return out, unstorable(err)
+}
+
+// unstorable marks err webhook.ErrUnstorable when the database refused the row itself: a check
+// violation (23514: the inbox's bounds on the document) or a data exception (class 22), which
+// writing it again cannot change.
+func unstorable(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "23514" || strings.HasPrefix(pgErr.Code, "22")) {
+		return fmt.Errorf("%w (SQLSTATE %s, %s): %w", webhook.ErrUnstorable, pgErr.Code, pgErr.ConstraintName, err)
+	}
+	return err
 }
 
 // retryLostConnection runs write again while it fails with a lost connection, at most

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -63,8 +64,8 @@ func TestGroupCommitOutcomes(t *testing.T) {
 	dups := 0
 	for i := range n {
 		if i == 7 {
-			if errs[i] == nil {
-				t.Error("the delivery with a malformed traceparent was stored")
+			if !errors.Is(errs[i], webhook.ErrUnstorable) {
+				t.Errorf("the delivery with a malformed traceparent: %v, want it refused as unstorable", errs[i])
 			}
 			continue
 		}

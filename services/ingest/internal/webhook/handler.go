@@ -31,6 +31,11 @@ type Outcome struct {
 	Replayed bool
 }
 
+// ErrUnstorable marks a Store error that no retry can change: the database's row rules refuse the
+// delivery's document (a check violation or a data exception), so every redelivery would fail
+// the same way.
+var ErrUnstorable = errors.New("the database's row rules refuse the delivery")
+
 // Store writes a delivery's inbox row and job in one transaction.
 type Store interface {
 	Accept(ctx context.Context, d Delivery, traceparent string) (Outcome, error)
@@ -181,6 +186,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		storeSpan.SetStatus(codes.Error, "store")
 	}
 	storeSpan.End()
+	if errors.Is(err, ErrUnstorable) {
+		h.opts.Logger.Error("delivery refused by the database's row rules; it can never be stored, and is lost unless the cause is fixed",
+			"delivery_id", d.ID, "event", d.Event, "action", d.Action, "document_bytes", len(d.Document), "error", err,
+			"trace_id", telemetry.TraceID(ctx))
+		finish(http.StatusUnprocessableEntity, ResultRejectedUnstorable,
+			response{Status: ResultRejectedUnstorable, DeliveryID: d.ID, Message: "the delivery cannot be stored"})
+		return
+	}
 	if err != nil {
 		h.opts.Logger.Error("delivery not stored; answering 503 so it is delivered again",
 			"delivery_id", d.ID, "event", d.Event, "error", err, "trace_id", telemetry.TraceID(ctx))

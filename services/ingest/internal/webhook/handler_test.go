@@ -354,3 +354,30 @@ func TestResponseBodiesNeverEchoPayload(t *testing.T) {
 		t.Fatalf("status %d body %s", status, raw)
 	}
 }
+
+// A delivery the database's row rules refuse (a check violation: here a constraint added to this
+// test's database; in production the inbox's bounds on the document) can never be stored, however
+// often it is redelivered. It is answered 422 and counted as rejected_unstorable, for its own
+// alert, not 503 "database unavailable" that invites redeliveries and hides among outages.
+func TestUnstorableDeliveryIsRefusedAsSuch(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	const refused = "72d3162e-cc78-11e3-81ab-0000000fffff"
+	if _, err := e.pool.Exec(context.Background(),
+		`ALTER TABLE webhook_inbox ADD CONSTRAINT test_refuses_one CHECK (delivery_id <> '`+refused+`')`); err != nil {
+		t.Fatal(err)
+	}
+	status, _, resp := e.send(t, req{event: "ping", delivery: refused, body: fixture(t, "ping")})
+	if status != http.StatusUnprocessableEntity || resp["status"] != webhook.ResultRejectedUnstorable {
+		t.Fatalf("unstorable delivery: %d %v, want 422 %s", status, resp, webhook.ResultRejectedUnstorable)
+	}
+	if n := testutilCount(t, e, webhook.ResultRejectedUnstorable); n != 1 {
+		t.Fatalf("%d counted as %s, want 1", n, webhook.ResultRejectedUnstorable)
+	}
+	if testutilCount(t, e, webhook.ResultUnavailable) != 0 || !strings.Contains(e.logs.String(), "can never be stored") {
+		t.Fatalf("want it logged as unstorable, not counted unavailable:\n%s", e.logs.String())
+	}
+	if status, _, resp := e.send(t, req{event: "ping", body: paddedPing(t, "other", 2<<10)}); status != http.StatusAccepted {
+		t.Fatalf("another delivery: %d %v", status, resp)
+	}
+}

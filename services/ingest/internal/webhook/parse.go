@@ -62,12 +62,13 @@ const (
 	ResultRejectedSlow        = "rejected_slow"
 	ResultOverloaded          = "overloaded"
 	ResultUnavailable         = "unavailable"
+	ResultRejectedUnstorable  = "rejected_unstorable"
 )
 
 // Results lists every result, the closed set of the result label.
 var Results = []string{ResultAccepted, ResultDuplicate, ResultReplayed, ResultIgnored, ResultFiltered, ResultRejectedSignature,
 	ResultRejectedHeaders, ResultRejectedContentType, ResultRejectedPayload, ResultRejectedTooLarge,
-	ResultRejectedMethod, ResultRejectedSlow, ResultOverloaded, ResultUnavailable}
+	ResultRejectedMethod, ResultRejectedSlow, ResultOverloaded, ResultUnavailable, ResultRejectedUnstorable}
 
 var (
 	deliveryIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,100}$`)
