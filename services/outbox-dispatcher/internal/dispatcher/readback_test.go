@@ -9,6 +9,7 @@ import (
 	"github.com/boardreadyops/cloud/pkg/outbox"
 	"github.com/boardreadyops/cloud/pkg/testkit/githubsim"
 	"github.com/boardreadyops/cloud/pkg/testkit/metricstest"
+	"github.com/boardreadyops/cloud/services/outbox-dispatcher/internal/dispatcher"
 )
 
 // A dispatch whose response was lost needs reconciliation; the workflow run then finishes while
@@ -119,15 +120,9 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 	t.Parallel()
 	const other = "0123456789abcdef0123456789abcdef01234567"
 	e := setup(t)
-	run := e.release(55501, "octo-org/hello-world", "v4.2.0")
-	d := e.dispatcher(10 * time.Second)
-	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
-	runs := e.sim.WorkflowRuns()
-	if len(runs) != 1 {
-		t.Fatalf("%d workflow runs", len(runs))
-	}
-	e.sim.SetWorkflowRunHead(runs[0].ID, "v4.2.0", other)
-	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
+	run, d, workflowRun := e.runningRelease("v4.2.0")
+	e.sim.SetWorkflowRunHead(workflowRun, "v4.2.0", other)
+	if err := e.sim.FinishWorkflowRun(workflowRun, "success"); err != nil { // no webhook
 		t.Fatal(err)
 	}
 	e.ageRun(run, "1 hour")
@@ -158,14 +153,8 @@ func TestReadBackOfAnotherCommitFailsTheRun(t *testing.T) {
 func TestRefusedReadBackIsNotRepeated(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	run := e.release(55501, "octo-org/hello-world", "v4.3.0")
-	d := e.dispatcher(10 * time.Second)
-	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
-	runs := e.sim.WorkflowRuns()
-	if len(runs) != 1 {
-		t.Fatalf("%d workflow runs", len(runs))
-	}
-	if err := e.sim.FinishWorkflowRun(runs[0].ID, "success"); err != nil { // no webhook
+	run, d, workflowRun := e.runningRelease("v4.3.0")
+	if err := e.sim.FinishWorkflowRun(workflowRun, "success"); err != nil { // no webhook
 		t.Fatal(err)
 	}
 	e.sim.AddFault(githubsim.Fault{Operation: githubsim.OpGetWorkflowRun, Times: 1,
@@ -267,14 +256,8 @@ func TestReadBackPassesOverPendingReads(t *testing.T) {
 func TestReadBackOfAnOlderRunAttemptIsStale(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	run := e.release(55501, "octo-org/hello-world", "v4.5.0")
-	d := e.dispatcher(10 * time.Second)
-	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
-	runs := e.sim.WorkflowRuns()
-	if len(runs) != 1 {
-		t.Fatalf("%d workflow runs", len(runs))
-	}
-	if err := e.sim.FinishWorkflowRun(runs[0].ID, "failure"); err != nil { // run attempt 1, no webhook
+	run, d, workflowRun := e.runningRelease("v4.5.0")
+	if err := e.sim.FinishWorkflowRun(workflowRun, "failure"); err != nil { // run attempt 1, no webhook
 		t.Fatal(err)
 	}
 	// Lifecycle recorded run attempt 2 as requested (its workflow_run webhook).
@@ -296,4 +279,18 @@ func TestReadBackOfAnOlderRunAttemptIsStale(t *testing.T) {
 	if n := e.count(`SELECT count(*) FROM release_runs WHERE id = $1 AND status = 'running'`, run); n != 1 {
 		t.Fatal("run attempt 1's conclusion finished the release, though run attempt 2 is running")
 	}
+}
+
+// runningRelease releases tag in octo-org/hello-world and runs a dispatcher until its run is
+// running. It returns the run, the dispatcher and the workflow run the dispatch started.
+func (e *env) runningRelease(tag string) (string, *dispatcher.Dispatcher, int64) {
+	e.t.Helper()
+	run := e.release(55501, "octo-org/hello-world", tag)
+	d := e.dispatcher(10 * time.Second)
+	e.runUntil(d, func() bool { return e.count(`SELECT count(*) FROM release_runs WHERE status = 'running'`) == 1 })
+	runs := e.sim.WorkflowRuns()
+	if len(runs) != 1 {
+		e.t.Fatalf("%d workflow runs", len(runs))
+	}
+	return run, d, runs[0].ID
 }
