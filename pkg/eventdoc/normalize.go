@@ -400,7 +400,7 @@ func refs(in []rawRepositoryRef, budget *int) ([]RepositoryRef, bool, error) {
 		return nil, truncated, nil
 	}
 	out := make([]RepositoryRef, 0, len(in))
-	for i, r := range in {
+	for _, r := range in {
 		if r.ID <= 0 {
 			continue
 		}
@@ -410,7 +410,7 @@ func refs(in []rawRepositoryRef, budget *int) ([]RepositoryRef, bool, error) {
 		cost := repositoryRefBytes + len(r.FullName)
 		if cost > *budget {
 			// The rest is left out, unchecked: it is not stored.
-			return out, truncated || i < len(in), nil
+			return out, true, nil
 		}
 		*budget -= cost
 		out = append(out, RepositoryRef(r))
