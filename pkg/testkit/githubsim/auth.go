@@ -124,12 +124,15 @@ func (s *Simulator) repoAuth(next func(w http.ResponseWriter, r *http.Request, i
 		fullName := r.PathValue("owner") + "/" + r.PathValue("repo")
 		s.mu.Lock()
 		repo := s.repos[strings.ToLower(fullName)]
-		if repo == nil && s.opts.AutoRepositories {
+		if _, moved := s.moved[strings.ToLower(fullName)]; repo == nil && !moved && s.opts.AutoRepositories {
 			repo = &repository{id: RepositoryID(fullName), fullName: fullName, installationID: t.installationID,
 				workflows: map[string]Workflow{s.opts.ReleaseWorkflow: ReleaseWorkflow()}}
 			s.repos[strings.ToLower(fullName)] = repo
 		}
 		s.mu.Unlock()
+		if repo == nil && s.redirectMoved(w, r, fullName) {
+			return
+		}
 		if repo == nil || repo.installationID != t.installationID {
 			writeError(w, http.StatusNotFound, "Not Found")
 			return

@@ -83,6 +83,7 @@ type Simulator struct {
 	mu            sync.Mutex
 	installations map[int64]*installation
 	repos         map[string]*repository // by lower-cased full name
+	moved         map[string]string      // a transferred or renamed repository's current full name, by its former lower-cased one
 	tokens        map[string]token
 	checkRuns     map[int64]*CheckRun
 	checkRunsAt   map[string][]*CheckRun // by repository full name + "@" + head SHA
@@ -145,7 +146,7 @@ func New(opts Options) *Simulator {
 	}
 	s := &Simulator{
 		opts: opts, mux: http.NewServeMux(), now: func() time.Time { return time.Now().Add(opts.ClockOffset) },
-		installations: map[int64]*installation{}, repos: map[string]*repository{}, tokens: map[string]token{},
+		installations: map[int64]*installation{}, repos: map[string]*repository{}, moved: map[string]string{}, tokens: map[string]token{},
 		checkRuns: map[int64]*CheckRun{}, checkRunsAt: map[string][]*CheckRun{}, runs: map[int64]*WorkflowRun{}, dispatches: map[string]int{},
 		budgets: map[int64]*budget{}, tags: map[string]string{},
 	}
