@@ -326,6 +326,22 @@ func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, work
 	return nil
 }
 
+// Reject records a request GitHub refused, which was sent under installationID as repository
+// (the effect's as claimed). When the effect's installation or repository name changed meanwhile
+// (its repository was transferred or renamed: migration 00088), the refusal was the old ones', and
+// the effect is returned to the queue to go out under the new ones (StatusAvailable, or
+// StatusDeadLetter when its attempts are spent); otherwise it is dead-lettered. It returns the new
+// status.
+func (s *Store) Reject(ctx context.Context, db database.DBTX, id int64, worker, errText string, installationID int64, repository string) (string, error) {
+	var status string
+	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_reject($1, $2, $3, $4, $5, $6)`,
+		id, worker, errText, installationID, nullIfEmpty(repository), s.now()).Scan(&status)
+	if err != nil {
+		return "", fmt.Errorf("reject effect %d: %w", id, sqlstate.Classify(err))
+	}
+	return status, nil
+}
+
 // RequireReconciliation parks a workflow dispatch whose outcome is unknown.
 func (s *Store) RequireReconciliation(ctx context.Context, db database.DBTX, id int64, worker, errText string) error {
 	_, err := db.Exec(ctx, `SELECT boardreadyops_outbox_require_reconciliation($1, $2, $3, $4)`,

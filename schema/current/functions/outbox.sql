@@ -1416,6 +1416,37 @@ REVOKE ALL ON FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestam
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with time zone, p_limit integer) TO boardreadyops_dispatcher;
 GRANT ALL ON FUNCTION public.boardreadyops_outbox_recover_leases(p_now timestamp with time zone, p_limit integer) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_outbox_reject(bigint, text, text, bigint, text, timestamp with time zone)
+CREATE FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint, p_repository text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(p_now);
+    r public.control_plane_outbox;
+BEGIN
+    IF p_error IS NULL OR btrim(p_error) = '' THEN
+        RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
+    END IF;
+    r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    IF r.installation_id IS DISTINCT FROM p_installation_id
+       OR (p_repository IS NOT NULL AND r.payload ->> 'repository_full_name' IS DISTINCT FROM p_repository) THEN
+        RETURN public.boardreadyops_outbox_retry(p_id, p_worker,
+            format('the repository moved to installation %s as %s while this was sent under installation %s as %s; sent again: %s',
+                   r.installation_id, coalesce(r.payload ->> 'repository_full_name', '?'), p_installation_id,
+                   coalesce(p_repository, '?'), p_error),
+            v_now, p_now);
+    END IF;
+    PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
+    RETURN 'dead_letter';
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint, p_repository text, p_now timestamp with time zone)
+REVOKE ALL ON FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint, p_repository text, p_now timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint, p_repository text, p_now timestamp with time zone) TO boardreadyops_dispatcher;
+GRANT ALL ON FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint, p_repository text, p_now timestamp with time zone) TO boardreadyops_admin;
+
 -- FUNCTION boardreadyops_outbox_release(bigint, text, timestamp with time zone)
 CREATE FUNCTION public.boardreadyops_outbox_release(p_id bigint, p_worker text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER

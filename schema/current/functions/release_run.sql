@@ -560,6 +560,32 @@ REVOKE ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) TO boardreadyops_lifecycle;
 GRANT ALL ON FUNCTION public.boardreadyops_release_run_external_id(p_repository_id bigint, p_ref text) TO boardreadyops_admin;
 
+-- FUNCTION boardreadyops_release_run_follow_repository()
+CREATE FUNCTION public.boardreadyops_release_run_follow_repository() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+BEGIN
+    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
+        UPDATE public.release_runs
+        SET installation_id = NEW.installation_id, updated_at = public.boardreadyops_clock_now(NULL)
+        WHERE repository_id = NEW.id AND installation_id <> NEW.installation_id;
+    END IF;
+    UPDATE public.control_plane_outbox o
+    SET installation_id = NEW.installation_id,
+        payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
+            || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
+                    ELSE '{}'::jsonb END
+    FROM public.release_runs run
+    WHERE run.repository_id = NEW.id AND o.release_run_id = run.id AND o.status <> 'completed'
+      AND (o.installation_id <> NEW.installation_id OR o.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name);
+    RETURN NULL;
+END;
+$$;
+
+-- ACL FUNCTION boardreadyops_release_run_follow_repository()
+REVOKE ALL ON FUNCTION public.boardreadyops_release_run_follow_repository() FROM PUBLIC;
+
 -- FUNCTION boardreadyops_release_run_of_check_run(bigint, text, text)
 CREATE FUNCTION public.boardreadyops_release_run_of_check_run(p_repository_id bigint, p_external_id text, p_head_sha text) RETURNS public.release_runs
     LANGUAGE plpgsql

@@ -35,6 +35,9 @@ CREATE INDEX repositories_full_name_idx ON public.repositories USING btree (full
 -- INDEX repositories_installation_id_idx
 CREATE INDEX repositories_installation_id_idx ON public.repositories USING btree (installation_id);
 
+-- TRIGGER repositories repositories_runs_follow
+CREATE TRIGGER repositories_runs_follow AFTER UPDATE OF installation_id, full_name ON public.repositories FOR EACH ROW WHEN (((old.installation_id IS DISTINCT FROM new.installation_id) OR (old.full_name IS DISTINCT FROM new.full_name))) EXECUTE FUNCTION public.boardreadyops_release_run_follow_repository();
+
 -- COMMENT COLUMN repositories.membership_event_at
 COMMENT ON COLUMN public.repositories.membership_event_at IS 'received_at of the newest membership change lifecycle handled for the repository (00078); since 00081 repository_memberships orders them';
 

@@ -3,8 +3,13 @@ package handler
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/boardreadyops/cloud/pkg/eventdoc"
 	"github.com/boardreadyops/cloud/pkg/testkit/pgtest"
@@ -120,5 +125,84 @@ func TestLockMembershipsCoversEveryRepositoryEvent(t *testing.T) {
 	}
 	if err := <-locked; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A repository transferred to another installation, or renamed, takes its release runs and their
+// undelivered effects with it (migration 00088), as lifecycle's own login changes it: every run to
+// the new installation, every effect not completed to the new installation and name (a dead
+// letter stays one, and Retry replays it under them), a completed effect as it was sent. Before,
+// the effects went out under the old installation, which GitHub answers 404 once the repository
+// is another account's.
+func TestRunsFollowTheirRepository(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		change   func(ctx context.Context, tx pgx.Tx) error
+		wantInst int64
+		wantName string
+	}{
+		{"transferred", func(ctx context.Context, tx pgx.Tx) error {
+			now := time.Now()
+			_, err := gainRepositories(ctx, tx, 2, []eventdoc.RepositoryRef{{ID: 10, FullName: "b/ten"}}, &now)
+			return err
+		}, 2, "b/ten"},
+		{"renamed", func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `UPDATE repositories SET full_name = 'a/renamed' WHERE id = 10`)
+			return err
+		}, 1, "a/renamed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			url := pgtest.NewURL(t)
+			super, err := pgxpool.New(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(super.Close)
+			if _, err := super.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization'), (2, 'b', 'Organization');
+				INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES (10, 1, 'a/ten', now() - interval '1 hour'), (20, 1, 'a/twenty', now() - interval '1 hour');
+				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 3) n;
+				SELECT boardreadyops_release_run_create(20, 1, 'refs/tags/v1', repeat('a', 40), 'release.yml', 'BoardReadyOps release');
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404' FROM release_runs r
+					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'completed', completed_at = now() FROM release_runs r
+					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v3' AND r.repository_id = 10`); err != nil {
+				t.Fatal(err)
+			}
+			lifecycle := pgtest.NewLoginPool(t, url, "boardreadyops_lifecycle")
+			tx, err := lifecycle.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(ctx) }()
+			if err := tt.change(ctx, tx); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := super.Query(ctx, `SELECT r.repository_id || ' ' || r.ref || ': run ' || r.installation_id || ', ' || o.status || ' ' ||
+					o.installation_id || ' ' || (o.payload ->> 'installation_id') || ' ' || (o.payload ->> 'repository_full_name')
+				FROM release_runs r JOIN control_plane_outbox o ON o.release_run_id = r.id ORDER BY 1`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []string{
+				fmt.Sprintf("10 refs/tags/v1: run %d, available %[1]d %[1]d %s", tt.wantInst, tt.wantName),
+				fmt.Sprintf("10 refs/tags/v2: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
+				fmt.Sprintf("10 refs/tags/v3: run %d, completed 1 1 a/ten", tt.wantInst),
+				"20 refs/tags/v1: run 1, available 1 1 a/twenty",
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("runs and effects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+		})
 	}
 }

@@ -127,7 +127,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 			Title: start.Title, Summary: start.Summary,
 		})
 		if err != nil {
-			return d.failed(ctx, e, err, true)
+			return d.failed(ctx, e, p, err, true)
 		}
 		var next int64
 		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_create", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
@@ -143,7 +143,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 			Inputs: map[string]string{"release_run_id": p.ReleaseRunID, "execution_attempt_id": p.ExecutionAttemptID},
 		})
 		if err != nil {
-			return d.failed(ctx, e, err, false)
+			return d.failed(ctx, e, p, err, false)
 		}
 		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_dispatch_with_run", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteWorkflowDispatch(b, e.ID, d.cfg.WorkerID, run.ID, run.HTMLURL, report)
@@ -163,7 +163,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 	case outbox.EffectCheckRunComplete:
 		err := d.github.UpdateCheckRun(ctx, d.checkRunUpdate(e, p))
 		if err != nil {
-			return d.failed(ctx, e, err, true)
+			return d.failed(ctx, e, p, err, true)
 		}
 		err = d.commit(ctx, "boardreadyops_outbox_complete_check_run_complete", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
 			d.store.QueueCompleteCheckRunComplete(b, e.ID, d.cfg.WorkerID, report)
@@ -172,7 +172,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 	case outbox.EffectWorkflowRunRead:
 		run, err := d.github.GetWorkflowRun(ctx, e.InstallationID, p.RepositoryFullName, p.WorkflowRunID)
 		if err != nil {
-			return d.failed(ctx, e, err, true)
+			return d.failed(ctx, e, p, err, true)
 		}
 		var result string
 		err = d.commit(ctx, "boardreadyops_outbox_complete_workflow_run_read_at", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
@@ -195,7 +195,7 @@ func (d *Dispatcher) deliver(ctx context.Context, e outbox.Effect, p payload, pe
 		// A 404 (not a collaborator) is an answer: the completion refuses the Retry.
 		perm, err := d.github.GetCollaboratorPermission(ctx, e.InstallationID, p.RepositoryFullName, p.Username)
 		if err != nil {
-			return d.failed(ctx, e, err, true)
+			return d.failed(ctx, e, p, err, true)
 		}
 		var result string
 		err = d.commit(ctx, "boardreadyops_outbox_complete_collaborator_permission_read", d.withRelease(e, func(b *groupcommit.Batch, report func(error)) {
@@ -283,7 +283,7 @@ func (d *Dispatcher) checkTag(ctx context.Context, e outbox.Effect, p payload) (
 		reason = fmt.Sprintf("tag %s does not exist in %s (GitHub answered HTTP 422 for it), so the release workflow was not dispatched: "+
 			"push the tag again at commit %s and press Retry, or push a new tag", tag, p.RepositoryFullName, p.HeadSHA)
 	case err != nil:
-		return d.failed(ctx, e, err, true), false
+		return d.failed(ctx, e, p, err, true), false
 	case !strings.EqualFold(sha, p.HeadSHA):
 		reason = fmt.Sprintf("tag %s was moved: it points at commit %s now, not at %s, the commit this release run "+
 			"was started for, so the release workflow was not dispatched (it would have run the other commit); "+
@@ -313,14 +313,23 @@ func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string
 }
 
 // failed records a GitHub failure by its class. replaySafe effects retry what may have been
-// delivered; a workflow dispatch needs reconciliation instead.
-func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, err error, replaySafe bool) string {
+// delivered; a workflow dispatch needs reconciliation instead. A refusal is dead-lettered, unless
+// the effect's repository was transferred or renamed while it was out (migration 00088): then it
+// goes out again under the repository's new installation and name.
+func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err error, replaySafe bool) string {
 	msg := err.Error()
 	switch githubapp.ClassOf(err) {
 	case githubapp.RateLimited:
 		return d.rateLimited(ctx, e, err)
 	case githubapp.Rejected:
-		return d.record(ctx, e, d.outcomeOf(e, d.store.DeadLetter(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeDeadLetter))
+		status, serr := d.store.Reject(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, e.InstallationID, p.RepositoryFullName)
+		if serr == nil && status != outbox.StatusDeadLetter { // available, or completed as superseded
+			d.logger.Info("refused under the repository's previous installation or name; sent again under the new ones",
+				"outbox_id", e.ID, "effect_type", e.EffectType, "installation_id", e.InstallationID, "error", msg)
+			d.Wake()
+			return d.record(ctx, e, OutcomeRetried)
+		}
+		return d.record(ctx, e, d.outcomeOf(e, serr, OutcomeDeadLetter))
 	case githubapp.MaybeDelivered:
 		if !replaySafe {
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
