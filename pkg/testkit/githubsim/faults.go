@@ -18,6 +18,10 @@ type Fault struct {
 
 	// Latency delays the response.
 	Latency time.Duration
+	// Committed makes the request after Latency even when the client gave up meanwhile, as
+	// GitHub may make a request it has received whole: the client sees a timeout, GitHub did
+	// the work. Without it, a client giving up during Latency ends the request unmade.
+	Committed bool
 	// ServerErrorRate is the probability (0..1) of answering 502 without processing.
 	ServerErrorRate float64
 	// PrimaryRateLimit answers 403 with x-ratelimit-remaining: 0 and x-ratelimit-reset RetryAfter
@@ -86,7 +90,9 @@ func (s *Simulator) applyFault(w http.ResponseWriter, r *http.Request, info *req
 		return false, w
 	}
 	f = &snapshot
-	if f.Latency > 0 {
+	if f.Latency > 0 && f.Committed {
+		time.Sleep(f.Latency)
+	} else if f.Latency > 0 {
 		select {
 		case <-time.After(f.Latency):
 		case <-r.Context().Done():
