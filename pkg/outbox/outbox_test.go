@@ -59,6 +59,7 @@ func TestStaleWorkerCannotCompleteAfterRecovery(t *testing.T) {
 			if err != nil || len(rec) != 1 || rec[0].Status != outbox.StatusAvailable || rec[0].PreviousOwner != "w-old" {
 				t.Fatalf("recover: %+v, %v", rec, err)
 			}
+			b.clock.Advance(15 * time.Second) // a started check run creation is searched for again after 15 s (00089)
 			claimOne(t, ctx, b, "w-new", id)
 
 			if err := tt.complete(ctx, b, id, "w-old"); !errors.Is(err, sqlstate.ErrLeaseNotHeld) {
@@ -153,6 +154,19 @@ func TestLeaseExpiryRecovery(t *testing.T) {
 				if err != nil || len(rec) != 1 {
 					t.Fatalf("recover: %+v %v", rec, err)
 				}
+				recovered := b.clock.Now()
+				// A check run creation (its claim records its delivery's start) may still be made
+				// by GitHub: it is searched for again only after 15 s (00089), a dispatch at once.
+				settle := time.Duration(0)
+				if !tt.dispatch {
+					settle = 15 * time.Second
+				}
+				if i == tt.claims-1 && tt.want == outbox.StatusAvailable {
+					if e := wantStatus(t, ctx, b, id, tt.want); !e.AvailableAt.Equal(recovered.Add(settle)) {
+						t.Fatalf("available %v after the recovery, want %v", e.AvailableAt.Sub(recovered), settle)
+					}
+				}
+				b.clock.Advance(settle)
 			}
 			e := wantStatus(t, ctx, b, id, tt.want)
 			if e.LeaseOwner != nil || e.LeaseExpiresAt != nil {

@@ -1381,7 +1381,12 @@ BEGIN
     )
     UPDATE public.control_plane_outbox o
     SET status = e.next_status,
-        available_at = CASE WHEN e.next_status = 'available' THEN v_now ELSE o.available_at END,
+        -- A check run's creation that may have reached GitHub is searched for again only after
+        -- it has had time to land (00089): GitHub can still make a request the worker gave up on.
+        available_at = CASE WHEN e.next_status <> 'available' THEN o.available_at
+                            WHEN o.effect_type = 'github.check_run.create' AND o.delivery_started_at IS NOT NULL
+                                THEN v_now + interval '15 seconds'
+                            ELSE v_now END,
         delivery_started_at = CASE WHEN e.next_status IN ('reconciliation_required', 'completed') THEN o.delivery_started_at END,
         completed_at = CASE WHEN e.next_status = 'completed' THEN v_now ELSE o.completed_at END,
         superseded_by = CASE WHEN e.next_status = 'completed' THEN e.newer ELSE o.superseded_by END,
@@ -1396,7 +1401,9 @@ BEGIN
                                       WHEN 'reconciliation_required' THEN 'the dispatch may have reached GitHub'
                                       WHEN 'completed' THEN format('superseded by the newer check-run update %s, not sent again', e.newer)
                                       WHEN 'dead_letter' THEN format('attempts exhausted (%s of %s)', o.attempts, o.max_attempts)
-                                      ELSE 'returned to the queue' END), 4096),
+                                      WHEN 'available' THEN CASE WHEN o.effect_type = 'github.check_run.create' AND o.delivery_started_at IS NOT NULL
+                                                                 THEN 'returned to the queue, searched for in 15 s' ELSE 'returned to the queue' END
+                                      END), 4096),
         updated_at = v_now
     FROM expired e
     WHERE o.id = e.id

@@ -334,20 +334,37 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 		if !replaySafe {
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
+		if e.EffectType == outbox.EffectCheckRunCreate {
+			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
+		}
 	case githubapp.NotDelivered:
 	default:
 		if !replaySafe {
 			// Unclassified: it cannot be shown that the request never left, so it is not retried.
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
+		if e.EffectType == outbox.EffectCheckRunCreate {
+			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
+		}
 	}
 	return d.retryLater(ctx, e, msg)
 }
 
+// CreationSettles is how long a check run's creation that may have reached GitHub waits before it
+// searches the commit's check runs again: GitHub can still be making a request its worker gave up
+// on, and a search before it lands would create a second check run. Lease recovery waits as long
+// (migration 00089).
+const CreationSettles = 15 * time.Second
+
 // retryLater returns the effect to the queue after its backoff, with msg as its last error (or
 // dead-letters it when its attempts are spent).
 func (d *Dispatcher) retryLater(ctx context.Context, e outbox.Effect, msg string) string {
-	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(d.backoff.Delay(e.Attempts)))
+	return d.retryAfter(ctx, e, msg, d.backoff.Delay(e.Attempts))
+}
+
+// retryAfter returns the effect to the queue after wait, as retryLater does.
+func (d *Dispatcher) retryAfter(ctx context.Context, e outbox.Effect, msg string, wait time.Duration) string {
+	status, serr := d.store.Retry(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, time.Now().Add(wait))
 	if serr == nil && status == outbox.StatusDeadLetter {
 		return d.record(ctx, e, OutcomeDeadLetter)
 	}

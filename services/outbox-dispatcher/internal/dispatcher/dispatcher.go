@@ -193,13 +193,13 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 	}
 	// Concurrency long-lived workers deliver what the loop claims: a goroutine per effect would
 	// grow a fresh stack for every delivery (stack copying was a tenth of the dispatcher's CPU).
-	work := make(chan outbox.Effect, d.cfg.Concurrency)
+	work := make(chan claimed, d.cfg.Concurrency)
 	var workers sync.WaitGroup
 	deliveries := context.WithoutCancel(ctx) // shutdown does not cut a delivery short
 	for range d.cfg.Concurrency {
 		workers.Go(func() {
-			for e := range work {
-				d.handle(deliveries, e)
+			for c := range work {
+				d.handle(deliveries, c.Effect, c.deadline)
 				<-d.slots
 			}
 		})
@@ -222,7 +222,7 @@ func (d *Dispatcher) Wake() { d.run.Wake() }
 // claim, of at least half a batch, got all it asked for) it waits up to Config.ClaimFill for a whole batch of slots before
 // claiming, so that a busy dispatcher claims and completes in full batches instead of one small
 // transaction per freed slot; otherwise it claims for whatever is free at once.
-func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
+func (d *Dispatcher) loop(ctx context.Context, work chan<- claimed) {
 	backlog := false
 	for ctx.Err() == nil {
 		held := d.acquire(ctx, d.cfg.BatchSize, backlog)
@@ -230,6 +230,9 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 			return
 		}
 		wake := d.run.Next()
+		// The leases run from the claim statement's start on the database's clock, which is no
+		// earlier than this: a delivery ends by then, measured here, before its lease can expire.
+		deadline := time.Now().Add(d.cfg.Lease)
 		batch, err := d.run.Claim(ctx, func(ctx context.Context) ([]outbox.Effect, error) {
 			return d.store.ClaimPaced(ctx, d.pool, d.cfg.WorkerID, held, d.cfg.Lease, d.pace())
 		})
@@ -248,7 +251,7 @@ func (d *Dispatcher) loop(ctx context.Context, work chan<- outbox.Effect) {
 			continue
 		}
 		for _, e := range batch {
-			work <- e // never blocks: it holds a slot for each, and the channel has room for all slots
+			work <- claimed{e, deadline} // never blocks: it holds a slot for each, and the channel has room for all slots
 		}
 	}
 }
@@ -297,9 +300,15 @@ func (d *Dispatcher) takeFree(n int) int {
 	return n
 }
 
-// handle delivers one claimed effect, or defers it when its installation is rate limited or at
-// its concurrency limit.
-func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
+// claimed is an effect handed to a worker, with the time its delivery must end by.
+type claimed struct {
+	outbox.Effect
+	deadline time.Time
+}
+
+// handle delivers one claimed effect by deadline, or defers it when its installation is rate
+// limited or at its concurrency limit.
+func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect, deadline time.Time) {
 	var tp string
 	if e.Traceparent != nil {
 		tp = *e.Traceparent
@@ -314,8 +323,11 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect) {
 			attribute.String("boardreadyops.release_run_id", e.ReleaseRunID), attribute.Int64("github.installation_id", e.InstallationID),
 			attribute.Int("boardreadyops.attempt", e.Attempts))
 	}
-	// The whole delivery, request and recording, fits in the lease; shutdown does not cut it short.
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.Lease)
+	// The whole delivery, request and recording, ends before the lease can expire, counted from
+	// before the claim (a claim that waited for a lock started its leases then): a request still out
+	// when lease recovery gives the effect to another worker could be made twice (a second check
+	// run). Shutdown does not cut it short.
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	d.metrics.inFlight.Inc()
 	defer d.metrics.inFlight.Dec()
