@@ -49,27 +49,8 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	if _, err := o.pool.Exec(o.ctx, `SELECT boardreadyops_webhook_accept('guid-stored-anyway', 'ping', NULL, NULL, NULL, '{}', sha256('x'::bytea), NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(sim)
-	t.Cleanup(srv.Close)
-	keyFile := filepath.Join(t.TempDir(), "key.pem")
-	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := map[string]string{"DATABASE_URL": o.env["DATABASE_URL"], "BOARDREADYOPS_GITHUB_API_URL": srv.URL,
-		"BOARDREADYOPS_GITHUB_APP_ID": "7", "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE": keyFile}
-
-	guids := func(out string) []string {
-		var rs []struct{ GUID, Result string }
-		if err := json.Unmarshal([]byte(out), &rs); err != nil {
-			t.Fatalf("%v: %s", err, out)
-		}
-		var g []string
-		for _, r := range rs {
-			g = append(g, r.GUID+":"+r.Result)
-		}
-		sort.Strings(g)
-		return g
-	}
+	env := redeliverEnv(t, o, sim, key)
+	guids := func(out string) []string { return redeliveries(t, out) }
 	code, out, errOut := run(t, env, "webhooks", "redeliver", "--since", "6h", "--dry-run", "-o", "json")
 	if code != 0 || strings.Join(guids(out), ",") != "guid-failed:would_request,guid-twice:would_request" {
 		t.Fatalf("dry run: %d %s %s", code, out, errOut)
@@ -174,6 +155,75 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	for _, bad := range [][]string{{"--max-pages", "0"}, {"--max-requests", "0"}} {
 		if code, _, errOut := run(t, env, append([]string{"webhooks", "redeliver", "--since", "6h"}, bad...)...); code != 2 || !strings.Contains(errOut, "want at least 1") {
 			t.Errorf("%v: %d %s, want a usage error", bad, code, errOut)
+		}
+	}
+}
+
+// redeliverEnv is brops' environment for webhooks redeliver against sim, as App 7 with key.
+func redeliverEnv(t *testing.T, o *ops, sim *githubsim.Simulator, key []byte) map[string]string {
+	t.Helper()
+	srv := httptest.NewServer(sim)
+	t.Cleanup(srv.Close)
+	keyFile := filepath.Join(t.TempDir(), "key.pem")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return map[string]string{"DATABASE_URL": o.env["DATABASE_URL"], "BOARDREADYOPS_GITHUB_API_URL": srv.URL,
+		"BOARDREADYOPS_GITHUB_APP_ID": "7", "BOARDREADYOPS_GITHUB_PRIVATE_KEY_FILE": keyFile}
+}
+
+// redeliveries is -o json's list as sorted GUID:result pairs.
+func redeliveries(t *testing.T, out string) []string {
+	t.Helper()
+	var rs []struct{ GUID, Result string }
+	if err := json.Unmarshal([]byte(out), &rs); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var g []string
+	for _, r := range rs {
+		g = append(g, r.GUID+":"+r.Result)
+	}
+	sort.Strings(g)
+	return g
+}
+
+// A delivery whose newest attempt ingest refused for its body (400, 413, 422: the database can
+// never store it) is refused the same way at every redelivery: the job no longer asks for it again
+// at every run of its window, and says how many it passed over; --include-refused asks. A 401 (the
+// secret rotated since), a 408, and one refused once but failing otherwise since are asked.
+func TestWebhooksRedeliverPassesOverRefusedBodies(t *testing.T) {
+	t.Parallel()
+	o := newOps(t)
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 7, AppPublicKey: pub})
+	t.Cleanup(sim.Close)
+	now := time.Now()
+	payload := []byte(`{"zen":"x"}`)
+	for status, guid := range map[int]string{400: "guid-400", 413: "guid-413", 422: "guid-422", 401: "guid-401", 408: "guid-408"} {
+		sim.RecordDelivery(guid, "push", "", status, payload, now.Add(-time.Hour))
+	}
+	sim.RecordDelivery("guid-422-then-503", "push", "", 422, payload, now.Add(-2*time.Hour))
+	sim.RecordDelivery("guid-422-then-503", "push", "", 503, payload, now.Add(-time.Hour))
+	env := redeliverEnv(t, o, sim, key)
+	tests := []struct {
+		args    []string
+		want    string
+		counted bool
+	}{
+		{nil, "guid-401:would_request,guid-408:would_request,guid-422-then-503:would_request", true},
+		{[]string{"--include-refused"}, "guid-400:would_request,guid-401:would_request,guid-408:would_request," +
+			"guid-413:would_request,guid-422-then-503:would_request,guid-422:would_request", false},
+	}
+	for _, tt := range tests {
+		code, out, errOut := run(t, env, append([]string{"webhooks", "redeliver", "--since", "6h", "--dry-run", "-o", "json"}, tt.args...)...)
+		if got := strings.Join(redeliveries(t, out), ","); code != 0 || got != tt.want {
+			t.Errorf("%v: %d %s, want %s", tt.args, code, got, tt.want)
+		}
+		if counted := strings.Contains(errOut, "3 refused by ingest for their body"); counted != tt.counted {
+			t.Errorf("%v: stderr %q, want the 3 refused counted: %v", tt.args, errOut, tt.counted)
 		}
 	}
 }
