@@ -99,12 +99,11 @@ func receivedDeliveries(ctx context.Context, pool *pgxpool.Pool, guids []string,
 	return received, nil
 }
 
-// refusedBody reports whether ingest's answer refused a delivery for its body, which GitHub's
-// redelivery sends again unchanged (docs/webhooks.md): 400 (malformed payload or headers), 413 (too
-// large) and 422 (the database's row rules refuse it).
-func refusedBody(status int) bool {
-	return status == http.StatusBadRequest || status == http.StatusRequestEntityTooLarge || status == http.StatusUnprocessableEntity
-}
+// refusedBody reports whether ingest refused a delivery for its body, which GitHub's redelivery
+// sends again unchanged: 422, the database's row rules (docs/webhooks.md, rejected_unstorable). A
+// 400 or 413 may come from a proxy or ingress in front of ingest, and a fix of its configuration
+// makes a redelivery pass, so those are asked again.
+func refusedBody(status int) bool { return status == http.StatusUnprocessableEntity }
 
 func newWebhooksCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "webhooks", Short: "Work with the App's webhook deliveries on GitHub"}
@@ -129,10 +128,10 @@ delivered or redelivered with a 2xx answer since the open fence: they reached th
 deployment's ingest, and one it filtered leaves no row (docs/webhooks.md), so they are not asked
 again and repeated runs come to an end. A delivery ingest received but does not store (an event
 or action lifecycle ignores) counts as received: its body digest is recorded under its GUID. A
-delivery whose newest attempt ingest refused for its body (400 malformed, 413 too large, 422 that
-the database can never store it) would be refused the same way again: it is counted, not asked
-again, unless --include-refused (after a release that accepts it). A 401 (signature: the secret
-may have been rotated since), a 408 and every 5xx or timeout are asked again.
+delivery whose newest attempt ingest answered 422 (the database's row rules refuse its body, which
+a redelivery sends unchanged) is counted, not asked again, unless --include-refused (after a
+release that stores it). Every other failure is asked again: a 400 or 413 may come from a proxy
+in front of ingest, a 401 from a secret rotated since.
 It says how many a run left for the next: above the table, or on stderr with -o json (whose
 stdout is the list of requests). When --max-pages pages do not reach back to --since, it acts on
 what it read and exits 1: the window's oldest deliveries were not looked at.`,
@@ -257,7 +256,7 @@ what it read and exits 1: the window's oldest deliveries were not looked at.`,
 			}
 			summary := []string{fmt.Sprintf("%d delivery attempts since %s, %d GUIDs, %d %s", len(attempts), start.UTC().Format(time.RFC3339), len(byGUID), len(out)+left, what)}
 			if refused > 0 {
-				summary = append(summary, fmt.Sprintf("%d refused by ingest for their body (400, 413 or 422), which a redelivery repeats: not asked again (--include-refused asks)", refused))
+				summary = append(summary, fmt.Sprintf("%d answered 422 by ingest (the database refuses their body, which a redelivery repeats): not asked again (--include-refused asks)", refused))
 			}
 			if arrived > 0 {
 				summary = append(summary, fmt.Sprintf("%d delivered since the open restore fence (%s) and answered 2xx: not asked again", arrived, fencedAt.UTC().Format(time.RFC3339)))
@@ -308,7 +307,7 @@ what it read and exits 1: the window's oldest deliveries were not looked at.`,
 	redeliver.Flags().IntVar(&maxRequests, "max-requests", 500, "request at most this many redeliveries per run")
 	redeliver.Flags().BoolVar(&dryRun, "dry-run", false, "list what would be redelivered, request nothing")
 	redeliver.Flags().BoolVar(&includeDelivered, "include-delivered", false, "also GUIDs delivered successfully but missing from the inbox (after a restore)")
-	redeliver.Flags().BoolVar(&includeRefused, "include-refused", false, "also GUIDs whose newest attempt ingest refused for its body (400, 413, 422)")
+	redeliver.Flags().BoolVar(&includeRefused, "include-refused", false, "also GUIDs whose newest attempt ingest answered 422 (the database refused their body)")
 	g.githubFlags(redeliver, &apiURL, &appID, &keyFile)
 	cmd.AddCommand(redeliver)
 	return cmd
