@@ -196,7 +196,10 @@ func TestRateLimitBlockIsSharedByReplicas(t *testing.T) {
 			freeDuring++
 		}
 	}
-	if b := blockedUntil.Sub(limitedAt); b < backoff || b > backoff*13/10 {
+	// The block is the backoff to a fifth longer (00070), counted from when the dispatcher
+	// recorded it: a little after the simulator journaled the 403, more on a loaded machine
+	// (0.22 s was seen with -race beside other suites).
+	if b := blockedUntil.Sub(limitedAt); b < backoff || b > backoff*6/5+time.Second {
 		t.Fatalf("blocked %v after the limit, want the backoff %v ± jitter", b, backoff)
 	}
 	if freeDuring == 0 {
