@@ -1,5 +1,5 @@
--- A repository's release runs and their undelivered effects follow the repository to its new
--- installation and name (docs/lifecycle.md, "A repository transferred or renamed").
+-- A repository's release runs and their effects follow the repository to its new installation and
+-- name (docs/lifecycle.md, "A repository transferred or renamed").
 --
 -- A run kept the installation it was created under, and each effect the installation and full name
 -- it was written with. When the repository was transferred to another account's installation, its
@@ -8,21 +8,28 @@
 -- under the old installation again. A check-run update for a run finished after the transfer, a
 -- Re-run pressed in the new account, and the run's next dispatch all failed the same way.
 --
--- From here a trigger on repositories moves, whenever a repository's installation or full name
--- changes (lifecycle's membership changes and renames):
--- - every release run of the repository to the new installation (a Re-run of a finished run
---   starts under it, and its check run is the App's, which the new installation's token updates);
--- - every effect of those runs that is not completed to the new installation and full name
---   (payload repository_full_name and installation_id). A leased one is moved too: its delivery
---   already went out with the old ones, and boardreadyops_outbox_reject sends it again under the
---   new ones when GitHub refuses it, instead of dead-lettering it.
--- An effect's state, attempts and updated_at are left alone: a dead letter stays one (Retry now
--- replays it under the new installation).
+-- From here:
+-- - a trigger on repositories, whenever a repository's installation or full name changes
+--   (lifecycle's membership changes and renames), moves every release run of the repository to the
+--   new installation, locking them in id order as every writer of runs does, and every effect of
+--   those runs that is available, dead-lettered or awaiting reconciliation to the new installation
+--   and name (payload repository_full_name and installation_id), passing over one locked meanwhile.
+--   An effect's state, attempts and updated_at are left alone. When the installation changed, the
+--   runs' dead letters of the last 15 minutes are replayed (audited as 'boardreadyops'): GitHub
+--   refuses the old installation as soon as it moves a repository, and its event reaches lifecycle
+--   after that, so an effect refused in between was dead-lettered for the move.
+-- - boardreadyops_outbox_reject records what the dispatcher sends for a request GitHub refused.
+--   When the repository's installation or name is no longer what the effect was sent under (moved
+--   while it was out, or created under the old installation beside the move), the effect and its
+--   run take the repository's, the attempt is given back, and the effect goes out again at once;
+--   otherwise it is dead-lettered, as boardreadyops_outbox_dead_letter does. It locks the effect,
+--   then its run, as the completions do.
 --
 -- The trigger runs as the schema owner (lifecycle may only read release_runs and call functions on
--- the outbox). It runs inside the membership change's transaction, which holds the repository's
--- row, so a run created meanwhile waits for it and reads the new installation. Creating the
--- trigger takes a SHARE ROW EXCLUSIVE lock on repositories for milliseconds; nothing is rewritten.
+-- the outbox), inside the change's transaction, which holds the repository's row. It never waits for
+-- an effect's lock: a leased one, or one another transaction holds, is left to the reject above.
+-- Creating the trigger takes a SHARE ROW EXCLUSIVE lock on repositories for milliseconds; nothing
+-- is rewritten.
 
 -- +goose Up
 -- +goose StatementBegin
@@ -32,10 +39,13 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(NULL);
+    v_id bigint;
 BEGIN
     IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        UPDATE public.release_runs
-        SET installation_id = NEW.installation_id, updated_at = public.boardreadyops_clock_now(NULL)
+        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR NO KEY UPDATE;
+        UPDATE public.release_runs SET installation_id = NEW.installation_id, updated_at = v_now
         WHERE repository_id = NEW.id AND installation_id <> NEW.installation_id;
     END IF;
     UPDATE public.control_plane_outbox o
@@ -43,9 +53,24 @@ BEGIN
         payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
             || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
                     ELSE '{}'::jsonb END
-    FROM public.release_runs run
-    WHERE run.repository_id = NEW.id AND o.release_run_id = run.id AND o.status <> 'completed'
-      AND (o.installation_id <> NEW.installation_id OR o.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name);
+    WHERE o.id IN (
+        SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
+        WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
+          AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
+        ORDER BY x.id
+        FOR UPDATE OF x SKIP LOCKED);
+    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
+        FOR v_id IN
+            SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
+            WHERE run.repository_id = NEW.id AND x.status = 'dead_letter' AND x.updated_at >= v_now - interval '15 minutes'
+              AND x.installation_id = NEW.installation_id
+            ORDER BY x.id
+        LOOP
+            PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
+                format('repository %s moved to installation %s: a refusal of the old installation is sent again', NEW.id, NEW.installation_id),
+                v_now);
+        END LOOP;
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -57,11 +82,6 @@ CREATE TRIGGER repositories_runs_follow AFTER UPDATE OF installation_id, full_na
     FOR EACH ROW WHEN (OLD.installation_id IS DISTINCT FROM NEW.installation_id OR OLD.full_name IS DISTINCT FROM NEW.full_name)
     EXECUTE FUNCTION public.boardreadyops_release_run_follow_repository();
 
--- What the dispatcher records for a request GitHub refused. When the effect's installation or
--- repository name changed while it was out (the trigger above), the refusal is the old ones': the
--- effect is returned to the queue at once, as a retry, and goes out again under the new ones
--- ('available', or 'dead_letter' when its attempts are spent). Otherwise it is dead-lettered, as
--- boardreadyops_outbox_dead_letter does ('dead_letter').
 -- +goose StatementBegin
 CREATE FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p_error text, p_installation_id bigint,
     p_repository text, p_now timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS text
@@ -71,21 +91,40 @@ CREATE FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     r public.control_plane_outbox;
+    v_installation bigint;
+    v_name text;
+    v_error text;
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    IF r.installation_id IS DISTINCT FROM p_installation_id
-       OR (p_repository IS NOT NULL AND r.payload ->> 'repository_full_name' IS DISTINCT FROM p_repository) THEN
-        RETURN public.boardreadyops_outbox_retry(p_id, p_worker,
-            format('the repository moved to installation %s as %s while this was sent under installation %s as %s; sent again: %s',
-                   r.installation_id, coalesce(r.payload ->> 'repository_full_name', '?'), p_installation_id,
-                   coalesce(p_repository, '?'), p_error),
-            v_now, p_now);
+    SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
+    FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
+    WHERE run.id = r.release_run_id;
+    IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
+        PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
+        RETURN 'dead_letter';
     END IF;
-    PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
-    RETURN 'dead_letter';
+    v_error := format('sent under installation %s as %s and refused (%s); the repository is installation %s''s as %s now: sent again',
+                      p_installation_id, coalesce(p_repository, '?'), p_error, v_installation, v_name);
+    -- A check-run update that a newer one replaced is not sent again: it would undo the newer.
+    IF public.boardreadyops_outbox_supersede_check_run_update(r, v_error, v_now) THEN
+        RETURN 'completed';
+    END IF;
+    UPDATE public.release_runs SET installation_id = v_installation, updated_at = v_now
+    WHERE id = r.release_run_id AND installation_id <> v_installation;
+    UPDATE public.control_plane_outbox o
+    SET status = 'available', available_at = v_now, attempts = greatest(o.attempts - 1, 0),
+        lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
+        installation_id = v_installation,
+        payload = o.payload || jsonb_build_object('repository_full_name', v_name)
+            || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', v_installation)
+                    ELSE '{}'::jsonb END,
+        last_error = left(v_error, 4096), updated_at = v_now
+    WHERE o.id = p_id;
+    PERFORM pg_notify('boardreadyops_outbox', '');
+    RETURN 'available';
 END;
 $$;
 -- +goose StatementEnd

@@ -6,7 +6,7 @@
 -- given up by its worker but not by GitHub), and created a second: two check runs for one release,
 -- the first never updated. A creation whose delivery started is now available again 15 seconds
 -- after its recovery, so the search finds what the first request made. The dispatcher also ends
--- each delivery before its lease can expire, counted from before the claim. Other effects are
+-- each delivery's requests before its lease can expire, counted from before the claim. Other effects are
 -- returned at once, as before: an update is an idempotent PATCH, a read a read, and a dispatch
 -- goes to reconciliation.
 --

@@ -1431,21 +1431,40 @@ CREATE FUNCTION public.boardreadyops_outbox_reject(p_id bigint, p_worker text, p
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(p_now);
     r public.control_plane_outbox;
+    v_installation bigint;
+    v_name text;
+    v_error text;
 BEGIN
     IF p_error IS NULL OR btrim(p_error) = '' THEN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    IF r.installation_id IS DISTINCT FROM p_installation_id
-       OR (p_repository IS NOT NULL AND r.payload ->> 'repository_full_name' IS DISTINCT FROM p_repository) THEN
-        RETURN public.boardreadyops_outbox_retry(p_id, p_worker,
-            format('the repository moved to installation %s as %s while this was sent under installation %s as %s; sent again: %s',
-                   r.installation_id, coalesce(r.payload ->> 'repository_full_name', '?'), p_installation_id,
-                   coalesce(p_repository, '?'), p_error),
-            v_now, p_now);
+    SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
+    FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
+    WHERE run.id = r.release_run_id;
+    IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
+        PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
+        RETURN 'dead_letter';
     END IF;
-    PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
-    RETURN 'dead_letter';
+    v_error := format('sent under installation %s as %s and refused (%s); the repository is installation %s''s as %s now: sent again',
+                      p_installation_id, coalesce(p_repository, '?'), p_error, v_installation, v_name);
+    -- A check-run update that a newer one replaced is not sent again: it would undo the newer.
+    IF public.boardreadyops_outbox_supersede_check_run_update(r, v_error, v_now) THEN
+        RETURN 'completed';
+    END IF;
+    UPDATE public.release_runs SET installation_id = v_installation, updated_at = v_now
+    WHERE id = r.release_run_id AND installation_id <> v_installation;
+    UPDATE public.control_plane_outbox o
+    SET status = 'available', available_at = v_now, attempts = greatest(o.attempts - 1, 0),
+        lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
+        installation_id = v_installation,
+        payload = o.payload || jsonb_build_object('repository_full_name', v_name)
+            || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', v_installation)
+                    ELSE '{}'::jsonb END,
+        last_error = left(v_error, 4096), updated_at = v_now
+    WHERE o.id = p_id;
+    PERFORM pg_notify('boardreadyops_outbox', '');
+    RETURN 'available';
 END;
 $$;
 

@@ -565,10 +565,13 @@ CREATE FUNCTION public.boardreadyops_release_run_follow_repository() RETURNS tri
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+DECLARE
+    v_now timestamptz := public.boardreadyops_clock_now(NULL);
+    v_id bigint;
 BEGIN
     IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        UPDATE public.release_runs
-        SET installation_id = NEW.installation_id, updated_at = public.boardreadyops_clock_now(NULL)
+        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR NO KEY UPDATE;
+        UPDATE public.release_runs SET installation_id = NEW.installation_id, updated_at = v_now
         WHERE repository_id = NEW.id AND installation_id <> NEW.installation_id;
     END IF;
     UPDATE public.control_plane_outbox o
@@ -576,9 +579,24 @@ BEGIN
         payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
             || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
                     ELSE '{}'::jsonb END
-    FROM public.release_runs run
-    WHERE run.repository_id = NEW.id AND o.release_run_id = run.id AND o.status <> 'completed'
-      AND (o.installation_id <> NEW.installation_id OR o.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name);
+    WHERE o.id IN (
+        SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
+        WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
+          AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
+        ORDER BY x.id
+        FOR UPDATE OF x SKIP LOCKED);
+    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
+        FOR v_id IN
+            SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
+            WHERE run.repository_id = NEW.id AND x.status = 'dead_letter' AND x.updated_at >= v_now - interval '15 minutes'
+              AND x.installation_id = NEW.installation_id
+            ORDER BY x.id
+        LOOP
+            PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
+                format('repository %s moved to installation %s: a refusal of the old installation is sent again', NEW.id, NEW.installation_id),
+                v_now);
+        END LOOP;
+    END IF;
     RETURN NULL;
 END;
 $$;

@@ -130,10 +130,12 @@ func TestLockMembershipsCoversEveryRepositoryEvent(t *testing.T) {
 
 // A repository transferred to another installation, or renamed, takes its release runs and their
 // undelivered effects with it (migration 00088), as lifecycle's own login changes it: every run to
-// the new installation, every effect not completed to the new installation and name (a dead
-// letter stays one, and Retry replays it under them), a completed effect as it was sent. Before,
-// the effects went out under the old installation, which GitHub answers 404 once the repository
-// is another account's.
+// the new installation; every effect available, dead-lettered or awaiting reconciliation to the new
+// installation and name; a transfer replays the dead letters of the last 15 minutes (GitHub refused
+// the old installation before its event reached lifecycle), not older ones. A completed effect
+// keeps what it was sent with, and a leased one is left to the dispatcher's refusal
+// (boardreadyops_outbox_reject). Before, every effect went out under the old installation, which
+// GitHub answers 404 once the repository is another account's.
 func TestRunsFollowTheirRepository(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -141,16 +143,17 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 		change   func(ctx context.Context, tx pgx.Tx) error
 		wantInst int64
 		wantName string
+		recent   string // the status of the dead letter of the last minutes
 	}{
 		{"transferred", func(ctx context.Context, tx pgx.Tx) error {
 			now := time.Now()
 			_, err := gainRepositories(ctx, tx, 2, []eventdoc.RepositoryRef{{ID: 10, FullName: "b/ten"}}, &now)
 			return err
-		}, 2, "b/ten"},
+		}, 2, "b/ten", "available"},
 		{"renamed", func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `UPDATE repositories SET full_name = 'a/renamed' WHERE id = 10`)
 			return err
-		}, 1, "a/renamed"},
+		}, 1, "a/renamed", "dead_letter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -162,14 +165,20 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(super.Close)
+			// v1 available, v2 dead-lettered a minute ago, v3 completed, v4 dead-lettered an hour
+			// ago, v5 leased; and another repository's run.
 			if _, err := super.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization'), (2, 'b', 'Organization');
 				INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES (10, 1, 'a/ten', now() - interval '1 hour'), (20, 1, 'a/twenty', now() - interval '1 hour');
-				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 3) n;
+				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 5) n;
 				SELECT boardreadyops_release_run_create(20, 1, 'refs/tags/v1', repeat('a', 40), 'release.yml', 'BoardReadyOps release');
-				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404' FROM release_runs r
-					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 minute'
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'completed', completed_at = now() FROM release_runs r
-					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v3' AND r.repository_id = 10`); err != nil {
+					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v3' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 hour'
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v4' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute'
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v5' AND r.repository_id = 10`); err != nil {
 				t.Fatal(err)
 			}
 			lifecycle := pgtest.NewLoginPool(t, url, "boardreadyops_lifecycle")
@@ -196,12 +205,21 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 			}
 			want := []string{
 				fmt.Sprintf("10 refs/tags/v1: run %d, available %[1]d %[1]d %s", tt.wantInst, tt.wantName),
-				fmt.Sprintf("10 refs/tags/v2: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
+				fmt.Sprintf("10 refs/tags/v2: run %[1]d, %[2]s %[1]d %[1]d %[3]s", tt.wantInst, tt.recent, tt.wantName),
 				fmt.Sprintf("10 refs/tags/v3: run %d, completed 1 1 a/ten", tt.wantInst),
+				fmt.Sprintf("10 refs/tags/v4: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
+				fmt.Sprintf("10 refs/tags/v5: run %d, leased 1 1 a/ten", tt.wantInst),
 				"20 refs/tags/v1: run 1, available 1 1 a/twenty",
 			}
 			if !slices.Equal(got, want) {
 				t.Fatalf("runs and effects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+			}
+			var replays int
+			if err := super.QueryRow(ctx, `SELECT count(*) FROM control_plane_audit WHERE action = 'outbox.replay' AND operator = 'boardreadyops'`).Scan(&replays); err != nil {
+				t.Fatal(err)
+			}
+			if want := map[string]int{"available": 1, "dead_letter": 0}[tt.recent]; replays != want {
+				t.Fatalf("%d replays audited, want %d", replays, want)
 			}
 		})
 	}

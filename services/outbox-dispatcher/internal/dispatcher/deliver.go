@@ -323,10 +323,12 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 		return d.rateLimited(ctx, e, err)
 	case githubapp.Rejected:
 		status, serr := d.store.Reject(ctx, d.pool, e.ID, d.cfg.WorkerID, msg, e.InstallationID, p.RepositoryFullName)
-		if serr == nil && status != outbox.StatusDeadLetter { // available, or completed as superseded
-			d.logger.Info("refused under the repository's previous installation or name; sent again under the new ones",
-				"outbox_id", e.ID, "effect_type", e.EffectType, "installation_id", e.InstallationID, "error", msg)
-			d.Wake()
+		if serr == nil && status != outbox.StatusDeadLetter { // available again, or completed as superseded
+			if status == outbox.StatusAvailable {
+				d.logger.Info("refused under the repository's previous installation or name; sent again under its current ones",
+					"outbox_id", e.ID, "effect_type", e.EffectType, "installation_id", e.InstallationID, "error", msg)
+				d.Wake()
+			}
 			return d.record(ctx, e, OutcomeRetried)
 		}
 		return d.record(ctx, e, d.outcomeOf(e, serr, OutcomeDeadLetter))
@@ -334,7 +336,7 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 		if !replaySafe {
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
-		if e.EffectType == outbox.EffectCheckRunCreate {
+		if mayHaveCreated(err) {
 			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
 		}
 	case githubapp.NotDelivered:
@@ -343,7 +345,7 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 			// Unclassified: it cannot be shown that the request never left, so it is not retried.
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
-		if e.EffectType == outbox.EffectCheckRunCreate {
+		if mayHaveCreated(err) {
 			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
 		}
 	}
@@ -355,6 +357,13 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 // on, and a search before it lands would create a second check run. Lease recovery waits as long
 // (migration 00089).
 const CreationSettles = 15 * time.Second
+
+// mayHaveCreated reports whether err came from a check run's creation request (not from the
+// search before it, which creates nothing).
+func mayHaveCreated(err error) bool {
+	var ge *githubapp.Error
+	return errors.As(err, &ge) && ge.Op == githubapp.OpCreateCheckRun
+}
 
 // retryLater returns the effect to the queue after its backoff, with msg as its last error (or
 // dead-letters it when its attempts are spent).
