@@ -18,12 +18,7 @@ import (
 func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
-	key, pub, err := githubsim.NewAppKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := githubsim.New(githubsim.Options{AppID: 7, AppPublicKey: pub})
-	t.Cleanup(sim.Close)
+	sim, key := redeliverSim(t)
 	now := time.Now()
 	payload := []byte(`{"zen":"x"}`)
 	sim.RecordDelivery("guid-stored-anyway", "push", "", 502, payload, now.Add(-time.Hour)) // failed on GitHub's side, but in the inbox
@@ -159,6 +154,18 @@ func TestWebhooksRedeliverRequestsExactlyTheMissingFailures(t *testing.T) {
 	}
 }
 
+// redeliverSim is a simulator of GitHub for App 7, and the App's private key.
+func redeliverSim(t *testing.T) (*githubsim.Simulator, []byte) {
+	t.Helper()
+	key, pub, err := githubsim.NewAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := githubsim.New(githubsim.Options{AppID: 7, AppPublicKey: pub})
+	t.Cleanup(sim.Close)
+	return sim, key
+}
+
 // redeliverEnv is brops' environment for webhooks redeliver against sim, as App 7 with key.
 func redeliverEnv(t *testing.T, o *ops, sim *githubsim.Simulator, key []byte) map[string]string {
 	t.Helper()
@@ -195,12 +202,7 @@ func redeliveries(t *testing.T, out string) []string {
 func TestWebhooksRedeliverPassesOverRefusedBodies(t *testing.T) {
 	t.Parallel()
 	o := newOps(t)
-	key, pub, err := githubsim.NewAppKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sim := githubsim.New(githubsim.Options{AppID: 7, AppPublicKey: pub})
-	t.Cleanup(sim.Close)
+	sim, key := redeliverSim(t)
 	now := time.Now()
 	payload := []byte(`{"zen":"x"}`)
 	for status, guid := range map[int]string{400: "guid-400", 413: "guid-413", 422: "guid-422", 401: "guid-401", 408: "guid-408"} {
