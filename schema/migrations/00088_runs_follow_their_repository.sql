@@ -15,15 +15,18 @@
 --   those runs that is available, dead-lettered or awaiting reconciliation to the new installation
 --   and name (payload repository_full_name and installation_id), passing over one locked meanwhile.
 --   An effect's state, attempts and updated_at are left alone. When the installation changed, the
---   runs' dead letters of the last 15 minutes are replayed (audited as 'boardreadyops'): GitHub
---   refuses the old installation as soon as it moves a repository, and its event reaches lifecycle
---   after that, so an effect refused in between was dead-lettered for the move.
+--   dead letters it moved that GitHub refused under the old installation (marked by the reject
+--   below) from 15 minutes before the move's delivery on are replayed, audited as 'boardreadyops':
+--   GitHub refuses the old installation as soon as it moves a repository, and its event reaches
+--   lifecycle after that, so such a refusal was the move's.
 -- - boardreadyops_outbox_reject records what the dispatcher sends for a request GitHub refused.
 --   When the repository's installation or name is no longer what the effect was sent under (moved
 --   while it was out, or created under the old installation beside the move), the effect and its
 --   run take the repository's, the attempt is given back, and the effect goes out again at once;
---   otherwise it is dead-lettered, as boardreadyops_outbox_dead_letter does. It locks the effect,
---   then its run, as the completions do.
+--   otherwise it is dead-lettered, as boardreadyops_outbox_dead_letter does, and marked with the
+--   installation it was refused under (result refused_under_installation). It locks the effect,
+--   then its run, as the completions do, and reads the repository after the run's lock, so that a
+--   move committing meanwhile is seen.
 --
 -- The trigger runs as the schema owner (lifecycle may only read release_runs and call functions on
 -- the outbox), inside the change's transaction, which holds the repository's row. It never waits for
@@ -41,36 +44,46 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(NULL);
+    v_moved boolean := NEW.installation_id IS DISTINCT FROM OLD.installation_id;
+    v_refused bigint[];
     v_id bigint;
 BEGIN
-    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR NO KEY UPDATE;
+    IF v_moved THEN
+        -- FOR UPDATE, the lock a replay below takes on its run: taken now, in id order, it is
+        -- never upgraded past another transaction's KEY SHARE.
+        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR UPDATE;
         UPDATE public.release_runs SET installation_id = NEW.installation_id, updated_at = v_now
         WHERE repository_id = NEW.id AND installation_id <> NEW.installation_id;
     END IF;
-    UPDATE public.control_plane_outbox o
-    SET installation_id = NEW.installation_id,
-        payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
-            || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
-                    ELSE '{}'::jsonb END
-    WHERE o.id IN (
-        SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
-        WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
-          AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
-        ORDER BY x.id
-        FOR UPDATE OF x SKIP LOCKED);
-    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        FOR v_id IN
+    -- The refusals of the old installation since shortly before the move's delivery (GitHub
+    -- refuses it as soon as it moves the repository; the event comes after): the dead letters
+    -- boardreadyops_outbox_reject marked as refused under it.
+    WITH moved AS (
+        UPDATE public.control_plane_outbox o
+        SET installation_id = NEW.installation_id,
+            payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
+                || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
+                        ELSE '{}'::jsonb END
+        WHERE o.id IN (
             SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
-            WHERE run.repository_id = NEW.id AND x.status = 'dead_letter' AND x.updated_at >= v_now - interval '15 minutes'
-              AND x.installation_id = NEW.installation_id
+            WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
+              AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
             ORDER BY x.id
-        LOOP
-            PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
-                format('repository %s moved to installation %s: a refusal of the old installation is sent again', NEW.id, NEW.installation_id),
-                v_now);
-        END LOOP;
-    END IF;
+            FOR UPDATE OF x SKIP LOCKED)
+        RETURNING o.id, o.status, o.result, o.updated_at
+    )
+    SELECT array_agg(m.id ORDER BY m.id) INTO v_refused FROM moved m
+    WHERE v_moved AND m.status = 'dead_letter'
+      AND m.result ->> 'refused_under_installation' = OLD.installation_id::text
+      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes';
+    FOREACH v_id IN ARRAY coalesce(v_refused, '{}') LOOP
+        UPDATE public.control_plane_outbox SET result = nullif(result - 'refused_under_installation', '{}'::jsonb)
+        WHERE id = v_id;
+        PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
+            format('repository %s moved to installation %s: sent again after installation %s refused it',
+                   NEW.id, NEW.installation_id, OLD.installation_id),
+            v_now);
+    END LOOP;
     RETURN NULL;
 END;
 $$;
@@ -99,11 +112,18 @@ BEGIN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    -- The run's lock, after the effect's as the completions take them: a move of the repository
+    -- committing now holds it, and the next statement reads what the move committed.
+    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR NO KEY UPDATE;
     SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
     FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
     WHERE run.id = r.release_run_id;
     IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
         PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
+        -- Marked, so that a move of the repository to another installation sends it again.
+        UPDATE public.control_plane_outbox
+        SET result = jsonb_build_object('refused_under_installation', p_installation_id)
+        WHERE id = p_id;
         RETURN 'dead_letter';
     END IF;
     v_error := format('sent under installation %s as %s and refused (%s); the repository is installation %s''s as %s now: sent again',
@@ -117,7 +137,7 @@ BEGIN
     UPDATE public.control_plane_outbox o
     SET status = 'available', available_at = v_now, attempts = greatest(o.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
-        installation_id = v_installation,
+        installation_id = v_installation, result = nullif(o.result - 'refused_under_installation', '{}'::jsonb),
         payload = o.payload || jsonb_build_object('repository_full_name', v_name)
             || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', v_installation)
                     ELSE '{}'::jsonb END,

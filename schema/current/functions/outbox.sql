@@ -1439,11 +1439,18 @@ BEGIN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
+    -- The run's lock, after the effect's as the completions take them: a move of the repository
+    -- committing now holds it, and the next statement reads what the move committed.
+    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR NO KEY UPDATE;
     SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
     FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
     WHERE run.id = r.release_run_id;
     IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
         PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
+        -- Marked, so that a move of the repository to another installation sends it again.
+        UPDATE public.control_plane_outbox
+        SET result = jsonb_build_object('refused_under_installation', p_installation_id)
+        WHERE id = p_id;
         RETURN 'dead_letter';
     END IF;
     v_error := format('sent under installation %s as %s and refused (%s); the repository is installation %s''s as %s now: sent again',
@@ -1457,7 +1464,7 @@ BEGIN
     UPDATE public.control_plane_outbox o
     SET status = 'available', available_at = v_now, attempts = greatest(o.attempts - 1, 0),
         lease_owner = NULL, lease_expires_at = NULL, delivery_started_at = NULL,
-        installation_id = v_installation,
+        installation_id = v_installation, result = nullif(o.result - 'refused_under_installation', '{}'::jsonb),
         payload = o.payload || jsonb_build_object('repository_full_name', v_name)
             || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', v_installation)
                     ELSE '{}'::jsonb END,

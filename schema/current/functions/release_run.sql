@@ -567,36 +567,46 @@ CREATE FUNCTION public.boardreadyops_release_run_follow_repository() RETURNS tri
     AS $$
 DECLARE
     v_now timestamptz := public.boardreadyops_clock_now(NULL);
+    v_moved boolean := NEW.installation_id IS DISTINCT FROM OLD.installation_id;
+    v_refused bigint[];
     v_id bigint;
 BEGIN
-    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR NO KEY UPDATE;
+    IF v_moved THEN
+        -- FOR UPDATE, the lock a replay below takes on its run: taken now, in id order, it is
+        -- never upgraded past another transaction's KEY SHARE.
+        PERFORM FROM public.release_runs WHERE repository_id = NEW.id ORDER BY id FOR UPDATE;
         UPDATE public.release_runs SET installation_id = NEW.installation_id, updated_at = v_now
         WHERE repository_id = NEW.id AND installation_id <> NEW.installation_id;
     END IF;
-    UPDATE public.control_plane_outbox o
-    SET installation_id = NEW.installation_id,
-        payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
-            || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
-                    ELSE '{}'::jsonb END
-    WHERE o.id IN (
-        SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
-        WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
-          AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
-        ORDER BY x.id
-        FOR UPDATE OF x SKIP LOCKED);
-    IF NEW.installation_id IS DISTINCT FROM OLD.installation_id THEN
-        FOR v_id IN
+    -- The refusals of the old installation since shortly before the move's delivery (GitHub
+    -- refuses it as soon as it moves the repository; the event comes after): the dead letters
+    -- boardreadyops_outbox_reject marked as refused under it.
+    WITH moved AS (
+        UPDATE public.control_plane_outbox o
+        SET installation_id = NEW.installation_id,
+            payload = o.payload || jsonb_build_object('repository_full_name', NEW.full_name)
+                || CASE WHEN o.payload ? 'installation_id' THEN jsonb_build_object('installation_id', NEW.installation_id)
+                        ELSE '{}'::jsonb END
+        WHERE o.id IN (
             SELECT x.id FROM public.control_plane_outbox x JOIN public.release_runs run ON run.id = x.release_run_id
-            WHERE run.repository_id = NEW.id AND x.status = 'dead_letter' AND x.updated_at >= v_now - interval '15 minutes'
-              AND x.installation_id = NEW.installation_id
+            WHERE run.repository_id = NEW.id AND x.status IN ('available', 'dead_letter', 'reconciliation_required')
+              AND (x.installation_id <> NEW.installation_id OR x.payload ->> 'repository_full_name' IS DISTINCT FROM NEW.full_name)
             ORDER BY x.id
-        LOOP
-            PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
-                format('repository %s moved to installation %s: a refusal of the old installation is sent again', NEW.id, NEW.installation_id),
-                v_now);
-        END LOOP;
-    END IF;
+            FOR UPDATE OF x SKIP LOCKED)
+        RETURNING o.id, o.status, o.result, o.updated_at
+    )
+    SELECT array_agg(m.id ORDER BY m.id) INTO v_refused FROM moved m
+    WHERE v_moved AND m.status = 'dead_letter'
+      AND m.result ->> 'refused_under_installation' = OLD.installation_id::text
+      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes';
+    FOREACH v_id IN ARRAY coalesce(v_refused, '{}') LOOP
+        UPDATE public.control_plane_outbox SET result = nullif(result - 'refused_under_installation', '{}'::jsonb)
+        WHERE id = v_id;
+        PERFORM public.boardreadyops_outbox_replay(v_id, 'boardreadyops',
+            format('repository %s moved to installation %s: sent again after installation %s refused it',
+                   NEW.id, NEW.installation_id, OLD.installation_id),
+            v_now);
+    END LOOP;
     RETURN NULL;
 END;
 $$;

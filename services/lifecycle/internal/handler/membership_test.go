@@ -131,9 +131,10 @@ func TestLockMembershipsCoversEveryRepositoryEvent(t *testing.T) {
 // A repository transferred to another installation, or renamed, takes its release runs and their
 // undelivered effects with it (migration 00088), as lifecycle's own login changes it: every run to
 // the new installation; every effect available, dead-lettered or awaiting reconciliation to the new
-// installation and name; a transfer replays the dead letters of the last 15 minutes (GitHub refused
-// the old installation before its event reached lifecycle), not older ones. A completed effect
-// keeps what it was sent with, and a leased one is left to the dispatcher's refusal
+// installation and name; a transfer replays the dead letters GitHub refused under the old
+// installation from 15 minutes before the transfer on (it refuses the old installation before its
+// event reaches lifecycle), not older ones nor one dead-lettered for another reason. A completed
+// effect keeps what it was sent with, and a leased one is left to the dispatcher's refusal
 // (boardreadyops_outbox_reject). Before, every effect went out under the old installation, which
 // GitHub answers 404 once the repository is another account's.
 func TestRunsFollowTheirRepository(t *testing.T) {
@@ -165,18 +166,21 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(super.Close)
-			// v1 available, v2 dead-lettered a minute ago, v3 completed, v4 dead-lettered an hour
-			// ago, v5 leased; and another repository's run.
+			// v1 available, v2 refused under installation 1 a minute ago, v3 completed, v4 refused an
+			// hour ago, v5 leased, v6 dead-lettered a minute ago for another reason; and another
+			// repository's run.
 			if _, err := super.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization'), (2, 'b', 'Organization');
 				INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES (10, 1, 'a/ten', now() - interval '1 hour'), (20, 1, 'a/twenty', now() - interval '1 hour');
-				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 5) n;
+				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 6) n;
 				SELECT boardreadyops_release_run_create(20, 1, 'refs/tags/v1', repeat('a', 40), 'release.yml', 'BoardReadyOps release');
-				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 minute'
-					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 minute',
+					result = '{"refused_under_installation": 1}' FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'tag moved', updated_at = now() - interval '1 minute'
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v6' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'completed', completed_at = now() FROM release_runs r
 					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v3' AND r.repository_id = 10;
-				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 hour'
-					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v4' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 hour',
+					result = '{"refused_under_installation": 1}' FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v4' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute'
 					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v5' AND r.repository_id = 10`); err != nil {
 				t.Fatal(err)
@@ -209,6 +213,7 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 				fmt.Sprintf("10 refs/tags/v3: run %d, completed 1 1 a/ten", tt.wantInst),
 				fmt.Sprintf("10 refs/tags/v4: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
 				fmt.Sprintf("10 refs/tags/v5: run %d, leased 1 1 a/ten", tt.wantInst),
+				fmt.Sprintf("10 refs/tags/v6: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
 				"20 refs/tags/v1: run 1, available 1 1 a/twenty",
 			}
 			if !slices.Equal(got, want) {

@@ -336,8 +336,11 @@ func (d *Dispatcher) handle(ctx context.Context, e outbox.Effect, deadline time.
 	var p payload // decoded for a delivery, not for a deferral
 	if time.Until(deadline) < d.cfg.Lease/2 {
 		// The claim took half the lease (it waited for a lock): too little is left for a request
-		// and its recording. Given back unsent, without spending an attempt.
-		outcome = d.outcomeOf(e, d.store.Release(ctx, d.pool, e.ID, d.cfg.WorkerID), OutcomeDeferred)
+		// and its recording. Given back unsent, without spending an attempt, in time of its own
+		// (the claim may have taken the whole lease).
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), d.cfg.Lease/2)
+		outcome = d.outcomeOf(e, d.store.Release(rctx, d.pool, e.ID, d.cfg.WorkerID), OutcomeDeferred)
+		rcancel()
 	} else if !d.limiter.acquire(e.InstallationID) {
 		outcome = d.outcomeOf(e, d.store.Defer(ctx, d.pool, e.ID, d.cfg.WorkerID, time.Now().Add(200*time.Millisecond),
 			"installation concurrency limit"), OutcomeDeferred)
