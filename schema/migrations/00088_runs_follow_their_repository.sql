@@ -16,7 +16,8 @@
 --   and name (payload repository_full_name and installation_id), passing over one locked meanwhile.
 --   An effect's state, attempts and updated_at are left alone. When the installation changed, the
 --   dead letters it moved that GitHub refused under the old installation (marked by the reject
---   below) from 15 minutes before the move's delivery on are replayed, audited as 'boardreadyops':
+--   below, and not dead-lettered again since) from 15 minutes before the move's delivery on are
+--   replayed, audited as 'boardreadyops', unless the old installation is deleted or suspended:
 --   GitHub refuses the old installation as soon as it moves a repository, and its event reaches
 --   lifecycle after that, so such a refusal was the move's.
 -- - boardreadyops_outbox_reject records what the dispatcher sends for a request GitHub refused.
@@ -24,9 +25,9 @@
 --   while it was out, or created under the old installation beside the move), the effect and its
 --   run take the repository's, the attempt is given back, and the effect goes out again at once;
 --   otherwise it is dead-lettered, as boardreadyops_outbox_dead_letter does, and marked with the
---   installation it was refused under (result refused_under_installation). It locks the effect,
---   then its run, as the completions do, and reads the repository after the run's lock, so that a
---   move committing meanwhile is seen.
+--   installation it was refused under (result refused_under_installation and refused_at). It locks
+--   the effect, then reads the repository FOR SHARE (a move committing meanwhile holds its row: the
+--   committed row is read), then locks the run, as the completions do after the effect.
 --
 -- The trigger runs as the schema owner (lifecycle may only read release_runs and call functions on
 -- the outbox), inside the change's transaction, which holds the repository's row. It never waits for
@@ -75,7 +76,12 @@ BEGIN
     SELECT array_agg(m.id ORDER BY m.id) INTO v_refused FROM moved m
     WHERE v_moved AND m.status = 'dead_letter'
       AND m.result ->> 'refused_under_installation' = OLD.installation_id::text
-      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes';
+      AND (m.result ->> 'refused_at')::timestamptz = m.updated_at
+      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes'
+      -- An installation deleted or suspended refused for that reason (its token is refused): its
+      -- dead letters wait for an operator, as boardreadyops_outbox_dead_letter_installation's do.
+      AND NOT EXISTS (SELECT FROM public.installations i WHERE i.id = OLD.installation_id
+                      AND (i.deleted_at IS NOT NULL OR i.suspended_at IS NOT NULL));
     FOREACH v_id IN ARRAY coalesce(v_refused, '{}') LOOP
         UPDATE public.control_plane_outbox SET result = nullif(result - 'refused_under_installation', '{}'::jsonb)
         WHERE id = v_id;
@@ -112,17 +118,22 @@ BEGIN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    -- The run's lock, after the effect's as the completions take them: a move of the repository
-    -- committing now holds it, and the next statement reads what the move committed.
-    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR NO KEY UPDATE;
+    -- The repository as a move committing now leaves it: its transaction holds the repository's
+    -- row (then the runs'), so this waits for it and reads the committed row. Then the run's lock,
+    -- FOR UPDATE as the completions take it after the effect's (a weaker one, upgraded by
+    -- boardreadyops_release_run_block below, could deadlock with a KEY SHARE taken meanwhile).
     SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
     FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
-    WHERE run.id = r.release_run_id;
+    WHERE run.id = r.release_run_id
+    FOR SHARE OF repo;
+    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
         PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
-        -- Marked, so that a move of the repository to another installation sends it again.
+        -- Marked, so that a move of the repository to another installation sends it again; the
+        -- time tells this refusal from a later dead-lettering of the same effect (a replay keeps
+        -- result).
         UPDATE public.control_plane_outbox
-        SET result = jsonb_build_object('refused_under_installation', p_installation_id)
+        SET result = jsonb_build_object('refused_under_installation', p_installation_id, 'refused_at', updated_at)
         WHERE id = p_id;
         RETURN 'dead_letter';
     END IF;

@@ -1439,17 +1439,22 @@ BEGIN
         RAISE EXCEPTION 'a rejection needs an error description' USING ERRCODE = '22023';
     END IF;
     r := public.boardreadyops_outbox_lock_leased(p_id, p_worker, NULL);
-    -- The run's lock, after the effect's as the completions take them: a move of the repository
-    -- committing now holds it, and the next statement reads what the move committed.
-    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR NO KEY UPDATE;
+    -- The repository as a move committing now leaves it: its transaction holds the repository's
+    -- row (then the runs'), so this waits for it and reads the committed row. Then the run's lock,
+    -- FOR UPDATE as the completions take it after the effect's (a weaker one, upgraded by
+    -- boardreadyops_release_run_block below, could deadlock with a KEY SHARE taken meanwhile).
     SELECT repo.installation_id, repo.full_name INTO v_installation, v_name
     FROM public.release_runs run JOIN public.repositories repo ON repo.id = run.repository_id
-    WHERE run.id = r.release_run_id;
+    WHERE run.id = r.release_run_id
+    FOR SHARE OF repo;
+    PERFORM FROM public.release_runs WHERE id = r.release_run_id FOR UPDATE;
     IF NOT FOUND OR (v_installation = p_installation_id AND (p_repository IS NULL OR v_name = p_repository)) THEN
         PERFORM public.boardreadyops_outbox_dead_letter(p_id, p_worker, p_error, p_now);
-        -- Marked, so that a move of the repository to another installation sends it again.
+        -- Marked, so that a move of the repository to another installation sends it again; the
+        -- time tells this refusal from a later dead-lettering of the same effect (a replay keeps
+        -- result).
         UPDATE public.control_plane_outbox
-        SET result = jsonb_build_object('refused_under_installation', p_installation_id)
+        SET result = jsonb_build_object('refused_under_installation', p_installation_id, 'refused_at', updated_at)
         WHERE id = p_id;
         RETURN 'dead_letter';
     END IF;

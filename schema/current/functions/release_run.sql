@@ -598,7 +598,12 @@ BEGIN
     SELECT array_agg(m.id ORDER BY m.id) INTO v_refused FROM moved m
     WHERE v_moved AND m.status = 'dead_letter'
       AND m.result ->> 'refused_under_installation' = OLD.installation_id::text
-      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes';
+      AND (m.result ->> 'refused_at')::timestamptz = m.updated_at
+      AND m.updated_at >= least(v_now, coalesce(NEW.membership_event_at, v_now)) - interval '15 minutes'
+      -- An installation deleted or suspended refused for that reason (its token is refused): its
+      -- dead letters wait for an operator, as boardreadyops_outbox_dead_letter_installation's do.
+      AND NOT EXISTS (SELECT FROM public.installations i WHERE i.id = OLD.installation_id
+                      AND (i.deleted_at IS NOT NULL OR i.suspended_at IS NOT NULL));
     FOREACH v_id IN ARRAY coalesce(v_refused, '{}') LOOP
         UPDATE public.control_plane_outbox SET result = nullif(result - 'refused_under_installation', '{}'::jsonb)
         WHERE id = v_id;

@@ -145,16 +145,22 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 		wantInst int64
 		wantName string
 		recent   string // the status of the dead letter of the last minutes
+		oldGone  bool   // installation 1 was deleted before the change
 	}{
 		{"transferred", func(ctx context.Context, tx pgx.Tx) error {
 			now := time.Now()
 			_, err := gainRepositories(ctx, tx, 2, []eventdoc.RepositoryRef{{ID: 10, FullName: "b/ten"}}, &now)
 			return err
-		}, 2, "b/ten", "available"},
+		}, 2, "b/ten", "available", false},
+		{"transferred from a deleted installation", func(ctx context.Context, tx pgx.Tx) error {
+			now := time.Now()
+			_, err := gainRepositories(ctx, tx, 2, []eventdoc.RepositoryRef{{ID: 10, FullName: "b/ten"}}, &now)
+			return err
+		}, 2, "b/ten", "dead_letter", true},
 		{"renamed", func(ctx context.Context, tx pgx.Tx) error {
 			_, err := tx.Exec(ctx, `UPDATE repositories SET full_name = 'a/renamed' WHERE id = 10`)
 			return err
-		}, 1, "a/renamed", "dead_letter"},
+		}, 1, "a/renamed", "dead_letter", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,23 +173,34 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 			}
 			t.Cleanup(super.Close)
 			// v1 available, v2 refused under installation 1 a minute ago, v3 completed, v4 refused an
-			// hour ago, v5 leased, v6 dead-lettered a minute ago for another reason; and another
-			// repository's run.
+			// hour ago, v5 leased, v6 dead-lettered a minute ago for another reason, v7 refused ten
+			// minutes ago, replayed by an operator and dead-lettered again a minute ago for another
+			// reason; and another repository's run.
 			if _, err := super.Exec(ctx, `INSERT INTO installations (id, account_login, account_type) VALUES (1, 'a', 'Organization'), (2, 'b', 'Organization');
 				INSERT INTO repositories (id, installation_id, full_name, membership_event_at) VALUES (10, 1, 'a/ten', now() - interval '1 hour'), (20, 1, 'a/twenty', now() - interval '1 hour');
-				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 6) n;
+				SELECT boardreadyops_release_run_create(10, 1, 'refs/tags/v' || n, repeat('a', 40), 'release.yml', 'BoardReadyOps release') FROM generate_series(1, 7) n;
 				SELECT boardreadyops_release_run_create(20, 1, 'refs/tags/v1', repeat('a', 40), 'release.yml', 'BoardReadyOps release');
 				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 minute',
-					result = '{"refused_under_installation": 1}' FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+					result = jsonb_build_object('refused_under_installation', 1, 'refused_at', now() - interval '1 minute')
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v2' AND r.repository_id = 10;
+				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'attempts exhausted', updated_at = now() - interval '1 minute',
+					result = jsonb_build_object('refused_under_installation', 1, 'refused_at', now() - interval '10 minutes')
+					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v7' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'tag moved', updated_at = now() - interval '1 minute'
 					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v6' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'completed', completed_at = now() FROM release_runs r
 					WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v3' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'dead_letter', last_error = 'HTTP 404', updated_at = now() - interval '1 hour',
-					result = '{"refused_under_installation": 1}' FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v4' AND r.repository_id = 10;
+					result = jsonb_build_object('refused_under_installation', 1, 'refused_at', now() - interval '1 hour') FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v4' AND r.repository_id = 10;
 				UPDATE control_plane_outbox o SET status = 'leased', lease_owner = 'w', lease_expires_at = now() + interval '1 minute'
 					FROM release_runs r WHERE r.id = o.release_run_id AND r.ref = 'refs/tags/v5' AND r.repository_id = 10`); err != nil {
 				t.Fatal(err)
+			}
+			if tt.oldGone {
+				// Its token is refused for that reason: its dead letters wait for an operator.
+				if _, err := super.Exec(ctx, `UPDATE installations SET deleted_at = now() WHERE id = 1`); err != nil {
+					t.Fatal(err)
+				}
 			}
 			lifecycle := pgtest.NewLoginPool(t, url, "boardreadyops_lifecycle")
 			tx, err := lifecycle.Begin(ctx)
@@ -214,6 +231,7 @@ func TestRunsFollowTheirRepository(t *testing.T) {
 				fmt.Sprintf("10 refs/tags/v4: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
 				fmt.Sprintf("10 refs/tags/v5: run %d, leased 1 1 a/ten", tt.wantInst),
 				fmt.Sprintf("10 refs/tags/v6: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
+				fmt.Sprintf("10 refs/tags/v7: run %d, dead_letter %[1]d %[1]d %s", tt.wantInst, tt.wantName),
 				"20 refs/tags/v1: run 1, available 1 1 a/twenty",
 			}
 			if !slices.Equal(got, want) {
