@@ -327,11 +327,11 @@ func (s *Store) DeadLetter(ctx context.Context, db database.DBTX, id int64, work
 }
 
 // Reject records a request GitHub refused, which was sent under installationID as repository
-// (the effect's as claimed). When the effect's installation or repository name changed meanwhile
-// (its repository was transferred or renamed: migration 00088), the refusal was the old ones', and
-// the effect is returned to the queue to go out under the new ones (StatusAvailable, or
-// StatusDeadLetter when its attempts are spent); otherwise it is dead-lettered. It returns the new
-// status.
+// (the effect's as claimed). When the repository's installation or name is no longer those (it
+// was transferred or renamed: migration 00088), the effect and its run take the current ones, the
+// attempt is given back and the effect is returned to the queue (StatusAvailable; StatusCompleted
+// for a check-run update a newer one replaced); otherwise it is dead-lettered, marked with the
+// installation that refused it (StatusDeadLetter). It returns the new status.
 func (s *Store) Reject(ctx context.Context, db database.DBTX, id int64, worker, errText string, installationID int64, repository string) (string, error) {
 	var status string
 	err := db.QueryRow(ctx, `SELECT boardreadyops_outbox_reject($1, $2, $3, $4, $5, $6)`,
