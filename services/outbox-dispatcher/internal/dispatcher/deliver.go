@@ -314,8 +314,8 @@ func (d *Dispatcher) startDispatch(ctx context.Context, e outbox.Effect) (string
 
 // failed records a GitHub failure by its class. replaySafe effects retry what may have been
 // delivered; a workflow dispatch needs reconciliation instead. A refusal is dead-lettered, unless
-// the effect's repository was transferred or renamed while it was out (migration 00088): then it
-// goes out again under the repository's new installation and name.
+// it was sent under an installation or name its repository no longer has (transferred or renamed:
+// migration 00088): then it goes out again under the current ones.
 func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err error, replaySafe bool) string {
 	msg := err.Error()
 	switch githubapp.ClassOf(err) {
@@ -336,20 +336,18 @@ func (d *Dispatcher) failed(ctx context.Context, e outbox.Effect, p payload, err
 		if !replaySafe {
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
-		if mayHaveCreated(err) {
-			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
-		}
 	case githubapp.NotDelivered:
 	default:
 		if !replaySafe {
 			// Unclassified: it cannot be shown that the request never left, so it is not retried.
 			return d.record(ctx, e, d.outcomeOf(e, d.store.RequireReconciliation(ctx, d.pool, e.ID, d.cfg.WorkerID, msg), OutcomeReconciliationRequired))
 		}
-		if mayHaveCreated(err) {
-			return d.retryAfter(ctx, e, msg, max(d.backoff.Delay(e.Attempts), CreationSettles))
-		}
 	}
-	return d.retryLater(ctx, e, msg)
+	wait := d.backoff.Delay(e.Attempts)
+	if githubapp.ClassOf(err) != githubapp.NotDelivered && mayHaveCreated(err) {
+		wait = max(wait, CreationSettles)
+	}
+	return d.retryAfter(ctx, e, msg, wait)
 }
 
 // CreationSettles is how long a check run's creation that may have reached GitHub waits before it
